@@ -1,0 +1,30 @@
+# The targets CI runs. `make test` is the one command that checks everything:
+# formatting, vet, the Go tests with the race detector, the example catalogs,
+# and the MCP conformance suite against the real binary.
+
+GO ?= go
+
+.PHONY: test fmt-check vet unit validate-configs conformance build bench
+
+test: fmt-check vet unit validate-configs conformance
+
+fmt-check:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+validate-configs:
+	$(GO) run ./cmd/jobbridge validate configs/*.yaml
+
+conformance:
+	./conformance/run.sh
+
+build:
+	$(GO) build -o bin/jobbridge ./cmd/jobbridge
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

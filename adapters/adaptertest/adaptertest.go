@@ -1,0 +1,371 @@
+// Package adaptertest is the contract suite every adapter runs against a
+// local fake of its backend: start, batched polls, the mapping of finished
+// jobs onto states, not-found reporting, cancellation, and the optional
+// Responder and Finder interfaces.
+//
+// An adapter's test calls [Run] with a [Harness] that knows how to make the
+// fake backend run a job of each [JobKind]. Checks that need something the
+// harness or adapter does not offer are left out with a log line; they never
+// count as passes.
+package adaptertest
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// JobKind is a kind of job the harness can make the backend run.
+type JobKind int
+
+const (
+	// Succeeds finishes successfully, soon.
+	Succeeds JobKind = iota + 1
+	// FailsWithToolError runs and fails, soon (a tool error, not a failure of
+	// the bridge or protocol).
+	FailsWithToolError
+	// RunsLong keeps running well past the suite's timeout unless cancelled,
+	// and stops when cancelled.
+	RunsLong
+	// AsksQuestion asks the user at least one question soon after it starts
+	// (input_required) and succeeds soon after every question is answered.
+	AsksQuestion
+)
+
+func (k JobKind) String() string {
+	switch k {
+	case Succeeds:
+		return "Succeeds"
+	case FailsWithToolError:
+		return "FailsWithToolError"
+	case RunsLong:
+		return "RunsLong"
+	case AsksQuestion:
+		return "AsksQuestion"
+	}
+	return fmt.Sprintf("JobKind(%d)", int(k))
+}
+
+// Harness is what an adapter's test provides.
+type Harness struct {
+	// New returns the adapter under test, talking to the fake backend.
+	// Required.
+	New func(t *testing.T) adapters.Adapter
+	// Job returns a request that makes the backend run a job of the kind, or
+	// false when the backend cannot. Required; the suite sets
+	// CorrelationID to a fresh value on every request.
+	Job func(kind JobKind) (adapters.StartRequest, bool)
+	// Purge, when set, makes the backend forget the job, as after its
+	// retention ends.
+	Purge func(t *testing.T, ref adapters.JobRef)
+	// Answer, when set, answers a question the backend asked. Default:
+	// accept with empty content.
+	Answer func(key string, req adapters.InputRequest) adapters.Answer
+	// PollInterval is how often the suite polls while waiting. Default 20ms.
+	PollInterval time.Duration
+	// Timeout bounds each wait for a state. Default 30s.
+	Timeout time.Duration
+}
+
+// Run runs the contract suite as subtests of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil || h.Job == nil {
+		t.Fatal("adaptertest: Harness.New and Harness.Job are required")
+	}
+	if h.PollInterval <= 0 {
+		h.PollInterval = 20 * time.Millisecond
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = 30 * time.Second
+	}
+	s := &suite{h: h}
+
+	t.Run("PollNothing", s.pollNothing)
+	for _, c := range []struct {
+		kind JobKind
+		want adapters.State
+	}{
+		{Succeeds, adapters.StateSucceeded},
+		{FailsWithToolError, adapters.StateToolError},
+	} {
+		if s.supports(t, c.kind) {
+			t.Run("Finishes/"+c.kind.String(), func(t *testing.T) { s.finishes(t, c.kind, c.want) })
+		}
+	}
+	if s.supports(t, Succeeds) && s.supports(t, FailsWithToolError) {
+		t.Run("PollBatch", s.pollBatch)
+	}
+	if h.Purge != nil && s.supports(t, Succeeds) {
+		t.Run("PurgedJobNotFound", s.purged)
+	} else {
+		t.Log("adaptertest: no Harness.Purge; not checking ErrJobNotFound")
+	}
+	if s.supports(t, RunsLong) {
+		t.Run("CancelRunning", s.cancelRunning)
+	}
+	if s.supports(t, Succeeds) {
+		t.Run("CancelFinished", s.cancelFinished)
+	}
+
+	probe := h.New(t)
+	if _, ok := probe.(adapters.Responder); ok && s.supports(t, AsksQuestion) {
+		t.Run("Respond", s.respond)
+	} else if !ok {
+		t.Log("adaptertest: adapter is not a Responder; not checking Respond")
+	}
+	if f, ok := probe.(adapters.Finder); !ok {
+		t.Log("adaptertest: adapter is not a Finder; not checking Find")
+	} else if s.supports(t, Succeeds) {
+		// A Finder may not support the harness's tool; ask once.
+		_, _, err := f.Find(t.Context(), s.request(t, Succeeds))
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Logf("adaptertest: Find is unsupported for the harness's tool (%v); not checking it", err)
+		} else {
+			t.Run("Find", s.find)
+		}
+	}
+}
+
+type suite struct {
+	h Harness
+}
+
+func (s *suite) supports(t *testing.T, kind JobKind) bool {
+	t.Helper()
+	if _, ok := s.h.Job(kind); !ok {
+		t.Logf("adaptertest: the backend cannot run a %s job; skipping the checks that need one", kind)
+		return false
+	}
+	return true
+}
+
+// request returns a request for kind with a fresh correlation ID.
+func (s *suite) request(t *testing.T, kind JobKind) adapters.StartRequest {
+	t.Helper()
+	req, ok := s.h.Job(kind)
+	if !ok {
+		t.Fatalf("Harness.Job(%s) reported no such job after reporting one", kind)
+	}
+	req.CorrelationID = "adaptertest-" + rand.Text()
+	return req
+}
+
+// start starts a job of kind and checks the reference.
+func (s *suite) start(t *testing.T, a adapters.Adapter, kind JobKind) (adapters.JobRef, adapters.StartRequest) {
+	t.Helper()
+	req := s.request(t, kind)
+	ref, err := a.Start(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Start(%s job): %v", kind, err)
+	}
+	checkRef(t, ref)
+	return ref, req
+}
+
+func checkRef(t *testing.T, ref adapters.JobRef) {
+	t.Helper()
+	if ref.ID == "" {
+		t.Errorf("JobRef.ID is empty")
+	}
+	if len(ref.Data) > 0 && !json.Valid(ref.Data) {
+		t.Errorf("JobRef.Data is not valid JSON: %q", ref.Data)
+	}
+}
+
+// poll polls refs once and checks the shape of the answer.
+func (s *suite) poll(t *testing.T, a adapters.Adapter, refs ...adapters.JobRef) []adapters.Observation {
+	t.Helper()
+	obs, err := a.Poll(t.Context(), refs)
+	if err != nil {
+		t.Fatalf("Poll: %v", err)
+	}
+	if len(obs) != len(refs) {
+		t.Fatalf("Poll of %d refs returned %d observations", len(refs), len(obs))
+	}
+	for i, o := range obs {
+		if o.Err != nil {
+			if diff := cmp.Diff(adapters.Observation{Err: o.Err}, o, cmp.Comparer(func(x, y error) bool { return x == y })); diff != "" {
+				t.Errorf("observation %d has Err and other fields set (-want +got):\n%s", i, diff)
+			}
+			continue
+		}
+		if o.State < adapters.StateWorking || o.State > adapters.StateFailed {
+			t.Errorf("observation %d has invalid state %v", i, o.State)
+		}
+	}
+	return obs
+}
+
+// waitFor polls refs until done accepts the observations, and returns them.
+func (s *suite) waitFor(t *testing.T, a adapters.Adapter, what string, done func([]adapters.Observation) bool, refs ...adapters.JobRef) []adapters.Observation {
+	t.Helper()
+	deadline := time.Now().Add(s.h.Timeout)
+	for {
+		obs := s.poll(t, a, refs...)
+		if done(obs) {
+			return obs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s after %v; last observations: %s", what, s.h.Timeout, describe(obs))
+		}
+		time.Sleep(s.h.PollInterval)
+	}
+}
+
+// waitState waits until every ref is in its wanted state. An observation
+// error fails the wait.
+func (s *suite) waitState(t *testing.T, a adapters.Adapter, want []adapters.State, refs ...adapters.JobRef) []adapters.Observation {
+	t.Helper()
+	return s.waitFor(t, a, fmt.Sprint(want), func(obs []adapters.Observation) bool {
+		ok := true
+		for i, o := range obs {
+			if o.Err != nil {
+				t.Fatalf("observation %d: %v", i, o.Err)
+			}
+			if o.State.Terminal() && o.State != want[i] {
+				t.Fatalf("observation %d reached %v, want %v: %s", i, o.State, want[i], describe(obs[i:i+1]))
+			}
+			ok = ok && o.State == want[i]
+		}
+		return ok
+	}, refs...)
+}
+
+func describe(obs []adapters.Observation) string {
+	s := ""
+	for i, o := range obs {
+		if i > 0 {
+			s += "; "
+		}
+		if o.Err != nil {
+			s += fmt.Sprintf("[%d] error: %v", i, o.Err)
+			continue
+		}
+		s += fmt.Sprintf("[%d] %v %q", i, o.State, o.Message)
+	}
+	return s
+}
+
+func (s *suite) pollNothing(t *testing.T) {
+	obs, err := s.h.New(t).Poll(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("Poll(nil): %v", err)
+	}
+	if len(obs) != 0 {
+		t.Errorf("Poll(nil) returned %d observations, want 0", len(obs))
+	}
+}
+
+func (s *suite) finishes(t *testing.T, kind JobKind, want adapters.State) {
+	a := s.h.New(t)
+	ref, _ := s.start(t, a, kind)
+	o := s.waitState(t, a, []adapters.State{want}, ref)[0]
+	if o.Result == nil || o.Result.Text == "" && o.Result.Structured == nil {
+		t.Errorf("a %v observation has no result content: %+v", want, o)
+	}
+}
+
+// pollBatch polls jobs that end differently in one call, in both orders,
+// and checks that each observation belongs to its ref.
+func (s *suite) pollBatch(t *testing.T) {
+	a := s.h.New(t)
+	ok, _ := s.start(t, a, Succeeds)
+	bad, _ := s.start(t, a, FailsWithToolError)
+	ok2, _ := s.start(t, a, Succeeds)
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded, adapters.StateToolError, adapters.StateSucceeded}, ok, bad, ok2)
+	s.waitState(t, a, []adapters.State{adapters.StateToolError, adapters.StateSucceeded, adapters.StateToolError}, bad, ok, bad)
+}
+
+func (s *suite) purged(t *testing.T) {
+	a := s.h.New(t)
+	ref, _ := s.start(t, a, Succeeds)
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
+	s.h.Purge(t, ref)
+	o := s.poll(t, a, ref)[0]
+	if !errors.Is(o.Err, adapters.ErrJobNotFound) {
+		t.Errorf("Poll of a purged job: Err = %v, want one wrapping adapters.ErrJobNotFound", o.Err)
+	}
+}
+
+func (s *suite) cancelRunning(t *testing.T) {
+	a := s.h.New(t)
+	ref, _ := s.start(t, a, RunsLong)
+	if o := s.poll(t, a, ref)[0]; o.Err != nil || o.State.Terminal() {
+		t.Fatalf("a RunsLong job right after Start: %s", describe([]adapters.Observation{o}))
+	}
+	if err := a.Cancel(t.Context(), ref); err != nil {
+		t.Fatalf("Cancel of a running job: %v", err)
+	}
+	s.waitState(t, a, []adapters.State{adapters.StateCancelled}, ref)
+	if err := a.Cancel(t.Context(), ref); err != nil {
+		t.Errorf("Cancel of a cancelled job: %v, want nil", err)
+	}
+}
+
+func (s *suite) cancelFinished(t *testing.T) {
+	a := s.h.New(t)
+	ref, _ := s.start(t, a, Succeeds)
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
+	if err := a.Cancel(t.Context(), ref); err != nil {
+		t.Errorf("Cancel of a finished job: %v, want nil", err)
+	}
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
+}
+
+func (s *suite) respond(t *testing.T) {
+	a := s.h.New(t)
+	r := a.(adapters.Responder)
+	ref, _ := s.start(t, a, AsksQuestion)
+	o := s.waitState(t, a, []adapters.State{adapters.StateInputRequired}, ref)[0]
+	if len(o.InputRequests) == 0 {
+		t.Fatalf("an input_required observation has no input requests: %+v", o)
+	}
+	answers := map[string]adapters.Answer{}
+	for key, req := range o.InputRequests {
+		if req.Message == "" {
+			t.Errorf("input request %q has no message", key)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(req.Schema, &schema); err != nil || schema["type"] != "object" {
+			t.Errorf("input request %q: schema %s is not a JSON object schema", key, req.Schema)
+		}
+		answers[key] = adapters.Answer{Action: "accept", Content: map[string]any{}}
+		if s.h.Answer != nil {
+			answers[key] = s.h.Answer(key, req)
+		}
+	}
+	if err := r.Respond(t.Context(), ref, answers); err != nil {
+		t.Fatalf("Respond: %v", err)
+	}
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
+}
+
+func (s *suite) find(t *testing.T) {
+	a := s.h.New(t)
+	f := a.(adapters.Finder)
+	ref, req := s.start(t, a, Succeeds)
+
+	got, found, err := f.Find(t.Context(), req)
+	if err != nil || !found {
+		t.Fatalf("Find(started job) = found %v, err %v; want found", found, err)
+	}
+	checkRef(t, got)
+	if got.ID != ref.ID {
+		t.Errorf("Find returned job %q, want %q", got.ID, ref.ID)
+	}
+	// The found reference addresses the same job.
+	s.waitState(t, a, []adapters.State{adapters.StateSucceeded, adapters.StateSucceeded}, got, ref)
+
+	unknown := s.request(t, Succeeds)
+	if _, found, err := f.Find(t.Context(), unknown); err != nil || found {
+		t.Errorf("Find(never started) = found %v, err %v; want not found, nil", found, err)
+	}
+}

@@ -1,0 +1,197 @@
+package rest
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// loadJob decodes testdata/jobapi.yaml.
+func loadJob(t *testing.T) JobConfig {
+	t.Helper()
+	b, err := os.ReadFile("testdata/jobapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c JobConfig
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatalf("decoding testdata/jobapi.yaml: %v", err)
+	}
+	return c
+}
+
+// fieldPaths lists the paths of the FieldErrors joined in err.
+func fieldPaths(t *testing.T, err error) []string {
+	t.Helper()
+	var paths []string
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *adapters.FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("error %q is not a *adapters.FieldError", err)
+			return
+		}
+		paths = append(paths, fe.Path)
+	}
+	if err != nil {
+		walk(err)
+	}
+	return paths
+}
+
+func TestBackendValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*BackendConfig)
+		want   []string
+	}{
+		{"valid", func(*BackendConfig) {}, nil},
+		{"https with port and prefix", func(c *BackendConfig) { c.BaseURL = "https://127.0.0.1:8443/api/" }, nil},
+		{"missing base_url", func(c *BackendConfig) { c.BaseURL = "" }, []string{"base_url"}},
+		{"relative base_url", func(c *BackendConfig) { c.BaseURL = "/api" }, []string{"base_url"}},
+		{"ftp base_url", func(c *BackendConfig) { c.BaseURL = "ftp://127.0.0.1/" }, []string{"base_url"}},
+		{"base_url without host", func(c *BackendConfig) { c.BaseURL = "http:///api" }, []string{"base_url"}},
+		{"base_url with credentials", func(c *BackendConfig) { c.BaseURL = "http://u:p@127.0.0.1/" }, []string{"base_url"}},
+		{"base_url with query", func(c *BackendConfig) { c.BaseURL = "http://127.0.0.1/?a=1" }, []string{"base_url"}},
+		{"header with line break", func(c *BackendConfig) { c.Headers["X-Two"] = "a\r\nb" }, []string{"headers.X-Two"}},
+		{"bad header name", func(c *BackendConfig) { c.Headers["Bad Name"] = "x" }, []string{"headers.Bad Name"}},
+		{"unterminated env reference", func(c *BackendConfig) { c.Headers["X-Env"] = "${TOKEN" }, []string{"headers.X-Env"}},
+		{"bad env reference", func(c *BackendConfig) { c.Headers["X-Env"] = "${1X}" }, []string{"headers.X-Env"}},
+		{"placeholder in backend header", func(c *BackendConfig) { c.Headers["X-Job"] = "{job.id}" }, []string{"headers.X-Job"}},
+		{"negative timeout", func(c *BackendConfig) { c.Timeout = -time.Second }, []string{"timeout"}},
+		{"too many retries", func(c *BackendConfig) { n := 11; c.MaxRetries = &n }, []string{"max_retries"}},
+		{"negative retries", func(c *BackendConfig) { n := -1; c.MaxRetries = &n }, []string{"max_retries"}},
+		{"bad idempotency header", func(c *BackendConfig) { c.IdempotencyHeader = "Idem Key" }, []string{"idempotency_header"}},
+		{
+			"everything at once",
+			func(c *BackendConfig) { c.BaseURL = ""; c.Timeout = -1; c.IdempotencyHeader = "a:b" },
+			[]string{"base_url", "timeout", "idempotency_header"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testBackend()
+			tt.mutate(&c)
+			if diff := cmp.Diff(tt.want, fieldPaths(t, c.Validate())); diff != "" {
+				t.Errorf("error paths mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestJobValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*JobConfig)
+		want   []string
+	}{
+		{"valid", func(*JobConfig) {}, nil},
+		{"lower-case method", func(c *JobConfig) { c.Start.Method = "put" }, nil},
+		{"bad method", func(c *JobConfig) { c.Start.Method = "FETCH" }, []string{"start.method"}},
+		{"status not GET", func(c *JobConfig) { c.Status.Method = "POST" }, []string{"status.method"}},
+		{"find not GET", func(c *JobConfig) { c.Find.Method = "DELETE" }, []string{"find.method"}},
+		{"missing path", func(c *JobConfig) { c.Start.Path = "" }, []string{"start.path"}},
+		{"relative path", func(c *JobConfig) { c.Start.Path = "jobs" }, []string{"start.path"}},
+		{"query in path", func(c *JobConfig) { c.Start.Path = "/jobs?x=1" }, []string{"start.path"}},
+		{"job ID before start", func(c *JobConfig) { c.Start.Path = "/jobs/{job.id}" }, []string{"start.path"}},
+		{"unknown placeholder", func(c *JobConfig) { c.Status.Path = "/jobs/{job.name}" }, []string{"status.path"}},
+		{"bare args placeholder", func(c *JobConfig) { c.Status.Path = "/jobs/{args}" }, []string{"status.path"}},
+		{"empty argument name", func(c *JobConfig) { c.Status.Path = "/jobs/{args.}" }, []string{"status.path"}},
+		{"location mid-path", func(c *JobConfig) { c.Status.Path = "/x{job.location}" }, []string{"status.path"}},
+		{"location glued to text", func(c *JobConfig) { c.Cancel.Path = "{job.location}cancel" }, []string{"cancel.path"}},
+		{"location continued", func(c *JobConfig) { c.Find = nil; c.Cancel.Path = "{job.location}/cancel" }, nil},
+		{"location without from_location", func(c *JobConfig) {
+			c.JobID = JobIDConfig{Field: "id"}
+			c.Status.Path = "{job.location}"
+		}, []string{"status.path"}},
+		{"location after find", func(c *JobConfig) { c.Status.Path = "{job.location}" }, []string{"status.path"}},
+		{"answers outside respond", func(c *JobConfig) { c.Start.Body = map[string]any{"a": []any{"{answers}"}} }, []string{"start.body.a.0"}},
+		{"answers in respond query", func(c *JobConfig) { c.Respond.Query = map[string]string{"a": "{answers}"} }, []string{"respond.query.a"}},
+		{"base_url outside links", func(c *JobConfig) { c.Start.Query = map[string]string{"u": "{base_url}"} }, []string{"start.query.u"}},
+		{"body on GET", func(c *JobConfig) { c.Status.Body = map[string]any{"x": 1} }, []string{"status.body"}},
+		{"non-string body key", func(c *JobConfig) { c.Start.Body = map[any]any{1: "x"} }, []string{"start.body"}},
+		{"header with line break", func(c *JobConfig) { c.Cancel.Headers = map[string]string{"X-A": "a\nb"} }, []string{"cancel.headers.X-A"}},
+		{"header placeholder", func(c *JobConfig) { c.Cancel.Headers = map[string]string{"X-Job": "{job.id}", "X-Env": "${HOME}"} }, nil},
+		{"no job ID source", func(c *JobConfig) { c.JobID = JobIDConfig{} }, []string{"job_id"}},
+		{"two job ID sources", func(c *JobConfig) { c.JobID.Field = "id" }, []string{"job_id"}},
+		{"missing status field", func(c *JobConfig) { c.Status.Field = "" }, []string{"status.field"}},
+		{"missing states", func(c *JobConfig) { c.Status.States = nil }, []string{"status.states"}},
+		{"bad state", func(c *JobConfig) { c.Status.States["RUNNING"] = "runnin" }, []string{"status.states.RUNNING"}},
+		{"no final state", func(c *JobConfig) { c.Status.States = map[string]string{"a": "working"} }, []string{"status.states"}},
+		{"progress without done", func(c *JobConfig) { c.Status.Progress.Done = "" }, []string{"status.progress.done"}},
+		{"empty result", func(c *JobConfig) { c.Status.Result = &ResultConfig{} }, []string{"status.result"}},
+		{"link not a URL", func(c *JobConfig) { c.Status.Links["Job"] = "/jobs/{job.id}" }, []string{"status.links.Job"}},
+		{"link with answers", func(c *JobConfig) { c.Status.Links["Job"] = "{base_url}/{answers}" }, []string{"status.links.Job"}},
+		{"find without field", func(c *JobConfig) { c.Find.Field = "" }, []string{"find.field"}},
+		{"find with job ID", func(c *JobConfig) { c.Find.Path = "/jobs/{job.id}" }, []string{"find.path"}},
+		{"literal braces", func(c *JobConfig) {
+			c.Start.Body = map[string]any{"script": "echo ${HOME} { not a placeholder }"}
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := loadJob(t)
+			tt.mutate(&c)
+			if diff := cmp.Diff(tt.want, fieldPaths(t, c.Validate())); diff != "" {
+				t.Errorf("error paths mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetDefaults(t *testing.T) {
+	var b BackendConfig
+	b.SetDefaults()
+	three := 3
+	if diff := cmp.Diff(BackendConfig{Timeout: 10 * time.Second, MaxRetries: &three}, b); diff != "" {
+		t.Errorf("backend defaults mismatch (-want +got):\n%s", diff)
+	}
+	zero := 0
+	b = BackendConfig{Timeout: time.Second, MaxRetries: &zero}
+	b.SetDefaults()
+	if b.Timeout != time.Second || *b.MaxRetries != 0 {
+		t.Errorf("SetDefaults overwrote set values: %+v", b)
+	}
+
+	j := JobConfig{Cancel: &Call{}, Respond: &Call{Method: "put"}, Find: &FindConfig{}}
+	j.SetDefaults()
+	got := []string{j.Start.Method, j.Status.Method, j.Cancel.Method, j.Respond.Method, j.Find.Method}
+	if diff := cmp.Diff([]string{"POST", "GET", "POST", "PUT", "GET"}, got); diff != "" {
+		t.Errorf("methods mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestArgNames(t *testing.T) {
+	c := loadJob(t)
+	c.Status.Links["Dashboard"] = "https://127.0.0.1/d/{args.team}"
+	c.Cancel.Headers = map[string]string{"X-Reason": "{args.reason}"}
+	want := []string{"data", "duration", "error_message", "outcome", "output", "questions", "reason", "team"}
+	if diff := cmp.Diff(want, c.ArgNames()); diff != "" {
+		t.Errorf("ArgNames mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewReportsToolErrors(t *testing.T) {
+	bad := loadJob(t)
+	bad.Status.Field = ""
+	_, err := New("jobs", testBackend(), map[string]JobConfig{"ok": loadJob(t), "broken": bad}, &Options{Getenv: testEnv})
+	var fe *adapters.FieldError
+	if !errors.As(err, &fe) || fe.Path != "status.field" {
+		t.Fatalf("New = %v, want a FieldError at status.field", err)
+	}
+	if want := `rest backend "jobs": tool "broken": status.field: required`; err.Error() != want {
+		t.Errorf("New error = %q, want %q", err, want)
+	}
+}

@@ -1,0 +1,330 @@
+// Package bridge is the MCP side of jobbridge: it serves the catalog's tools
+// over MCP 2026-07-28 (go-sdk), turns tools/call into durable tasks of the
+// Tasks extension (io.modelcontextprotocol/tasks), and answers tasks/get,
+// tasks/update and tasks/cancel by translating backend status through the
+// adapters.
+//
+// The bridge owns the task state machine. A task is created in the store
+// before its handle is returned; the job is then submitted once; every
+// tasks/get translates the backend's status (concurrent polls of one task
+// share one backend call, and a poll within the tool's refresh interval is
+// served from the last observation); the first terminal observation is
+// stored and never changes. Tasks outlive the requests that create them, so
+// the work they start runs on the bridge's own lifetime context, on purpose.
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/mapping"
+)
+
+// Options configure a Bridge.
+type Options struct {
+	// Catalog is the loaded tool catalog. Required.
+	Catalog *catalog.Catalog
+	// Store is the durable task store. Required.
+	Store mapping.Store
+	// Adapters maps each backend name of the catalog to its adapter. Required
+	// for every backend a tool uses.
+	Adapters map[string]adapters.Adapter
+	// Build identifies this server build; it is recorded on every task.
+	Build string
+	// Logger receives operational logs. Task IDs are never logged; a short
+	// hash of the store key is. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// SubmitTimeout bounds one submission to a backend. A task still
+	// submitting after it (for example because the server that was
+	// submitting stopped) is reconciled. Default 30s.
+	SubmitTimeout time.Duration
+	// CallTimeout bounds every other backend call (poll, cancel, respond).
+	// Default 15s.
+	CallTimeout time.Duration
+	// SweepInterval is how often the background sweep runs: it purges
+	// expired tasks, reconciles interrupted submissions, forwards pending
+	// cancels and observes live tasks no client is polling. Default 10s.
+	SweepInterval time.Duration
+	// SweepObserveAge is how old a live task's last observation may get
+	// before the sweep observes it. Default 1m.
+	SweepObserveAge time.Duration
+	// StateKey signs the requestState of multi-round argument collection.
+	// Default: random per process (a retry must then reach the same process).
+	StateKey []byte
+	// HTTPPrincipal names the principal of HTTP requests while the server has
+	// no authentication. Default "anonymous".
+	HTTPPrincipal string
+	// StdioPrincipal names the principal of stdio requests. Default
+	// "local:" + the user name.
+	StdioPrincipal string
+}
+
+// Bridge serves a catalog over MCP. Create it with New, serve it with
+// Handler or ServeStdio, and Close it when done.
+type Bridge struct {
+	opts     Options
+	cat      *catalog.Catalog
+	store    mapping.Store
+	adapters map[string]adapters.Adapter
+	tools    map[string]*tool
+	server   *mcp.Server
+	log      *slog.Logger
+
+	// ctx is the bridge's lifetime: submissions, polls and cancels that
+	// outlive the request that caused them run on it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	polls singleflight.Group
+
+	mu       sync.Mutex
+	inflight map[mapping.Key]bool      // submissions running in this process
+	backoff  map[mapping.Key]time.Time // no backend poll before this time
+}
+
+// tool is a catalog tool with its resolved schema and adapter.
+type tool struct {
+	*catalog.Tool
+	schema  *jsonschema.Resolved
+	raw     map[string]any // the input schema as a generic object
+	adapter adapters.Adapter
+}
+
+// New builds a Bridge and starts its background sweep.
+func New(opts Options) (*Bridge, error) {
+	if opts.Catalog == nil || opts.Store == nil {
+		return nil, errors.New("bridge: Catalog and Store are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	setDefault(&opts.SubmitTimeout, 30*time.Second)
+	setDefault(&opts.CallTimeout, 15*time.Second)
+	setDefault(&opts.SweepInterval, 10*time.Second)
+	setDefault(&opts.SweepObserveAge, time.Minute)
+	if opts.StateKey == nil {
+		opts.StateKey = make([]byte, 32)
+		rand.Read(opts.StateKey)
+	}
+	if opts.HTTPPrincipal == "" {
+		opts.HTTPPrincipal = "anonymous"
+	}
+	if opts.StdioPrincipal == "" {
+		opts.StdioPrincipal = "local:" + localUser()
+	}
+	b := &Bridge{
+		opts:     opts,
+		cat:      opts.Catalog,
+		store:    opts.Store,
+		adapters: opts.Adapters,
+		tools:    map[string]*tool{},
+		log:      opts.Logger,
+		inflight: map[mapping.Key]bool{},
+		backoff:  map[mapping.Key]time.Time{},
+	}
+	for _, ct := range opts.Catalog.Tools {
+		a := opts.Adapters[ct.Backend]
+		if a == nil {
+			return nil, fmt.Errorf("bridge: tool %q: no adapter for backend %q", ct.Name, ct.Backend)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(ct.InputSchema, &s); err != nil {
+			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
+		}
+		resolved, err := s.Resolve(nil)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
+		}
+		var raw map[string]any
+		if err := json.Unmarshal(ct.InputSchema, &raw); err != nil {
+			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
+		}
+		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: a}
+	}
+	b.server = b.newServer()
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
+	b.wg.Add(1)
+	go b.sweepLoop()
+	return b, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Close stops the background work and waits for it. It does not close the
+// store or cancel any backend job: tasks survive the process.
+func (b *Bridge) Close() error {
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}
+
+// Server returns the underlying MCP server.
+func (b *Bridge) Server() *mcp.Server { return b.server }
+
+// Handler returns the stateless Streamable HTTP handler for the MCP
+// endpoint. It checks that the Mcp-Name header of tasks/* requests matches
+// params.taskId before the SDK sees the request.
+func (b *Bridge) Handler() http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server },
+		&mcp.StreamableHTTPOptions{
+			Stateless:                    true,
+			PropagateRequestCancellation: true,
+			Logger:                       b.log,
+		})
+	return checkTaskHeaders(h)
+}
+
+// ServeStdio serves MCP over stdin/stdout until ctx is done or the client
+// closes its end.
+func (b *Bridge) ServeStdio(ctx context.Context) error {
+	return b.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+func (b *Bridge) newServer() *mcp.Server {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	caps.AddExtension(TasksExtension, nil)
+	name, version := b.cat.Server.Name, b.cat.Server.Version
+	if name == "" {
+		name = "jobbridge"
+	}
+	if version == "" {
+		version = b.opts.Build
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: version}, &mcp.ServerOptions{
+		Instructions: b.cat.Server.Instructions,
+		Capabilities: caps,
+		Logger:       b.log,
+	})
+	for _, ct := range b.cat.Tools {
+		t := b.tools[ct.Name]
+		s.AddTool(t.mcpTool(), b.syncHandler(t))
+	}
+	s.AddReceivingMiddleware(b.middleware)
+	// Registration only fails for names that shadow standard methods.
+	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))
+	must(mcp.AddReceivingCustomMethod(s, "tasks/update", b.tasksUpdate))
+	must(mcp.AddReceivingCustomMethod(s, "tasks/cancel", b.tasksCancel))
+	return s
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func (t *tool) mcpTool() *mcp.Tool {
+	mt := &mcp.Tool{
+		Name:        t.Name,
+		Title:       t.Title,
+		Description: t.Description,
+		InputSchema: json.RawMessage(t.InputSchema),
+	}
+	if a := t.Annotations; a != nil {
+		mt.Annotations = &mcp.ToolAnnotations{
+			DestructiveHint: a.Destructive,
+			OpenWorldHint:   a.OpenWorld,
+		}
+		if a.ReadOnly != nil {
+			mt.Annotations.ReadOnlyHint = *a.ReadOnly
+		}
+		if a.Idempotent != nil {
+			mt.Annotations.IdempotentHint = *a.Idempotent
+		}
+	}
+	return mt
+}
+
+// principal is the identity a request acts as; tasks are bound to it.
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func principalFrom(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// middleware binds the caller's principal to the context of every request
+// and routes tools/call: it decides between a task, a synchronous call and a
+// -32021 error.
+func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		p := b.opts.StdioPrincipal
+		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+			p = b.opts.HTTPPrincipal
+		}
+		ctx = withPrincipal(ctx, p)
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		r, ok := req.(*mcp.CallToolRequest)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		t := b.tools[r.Params.Name]
+		if t == nil {
+			return next(ctx, method, req)
+		}
+		caps := r.ClientCapabilities()
+		tasksOK := caps != nil && caps.Extensions != nil && caps.Extensions[TasksExtension] != nil
+		switch {
+		case t.Task == catalog.TaskNever, t.Task == catalog.TaskOptional && !tasksOK:
+			return next(ctx, method, req) // the synchronous handler
+		case !tasksOK:
+			return nil, missingCapability(tasksCapability(), TasksExtension)
+		}
+		elicitOK := caps.Elicitation != nil
+		args, pending, err := b.resolveArgs(t, r.Params, elicitOK)
+		if err != nil {
+			return nil, err
+		}
+		if pending != nil {
+			// Let the SDK's tools/call path send the interim result, so that it
+			// is marked input_required; the handler asks the same question.
+			return next(ctx, method, req)
+		}
+		return b.createTask(ctx, t, args, elicitOK)
+	}
+}
+
+// ID generation.
+
+// newTaskID returns 192 random bits, base64url: unguessable and safe in an
+// HTTP header.
+func newTaskID() string { return randomToken(24) }
+
+// newCorrelationID returns the identifier sent to backends. It is random and
+// unrelated to the task ID.
+func newCorrelationID() string { return "jb-" + randomToken(12) }
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // crypto/rand.Read never fails
+	return base64URL(b)
+}

@@ -1,0 +1,613 @@
+package bridge
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/mapping"
+)
+
+// Input-request keys the bridge itself uses. Backend keys are passed through
+// as the adapter reports them; these carry a prefix no backend key is
+// expected to use.
+const (
+	confirmKey   = "jobbridge.confirm"
+	argumentsKey = "jobbridge.arguments"
+)
+
+// confirmSchema is the form of a confirmation prompt.
+var confirmSchema = json.RawMessage(`{"type":"object","properties":{"confirm":{"type":"boolean","title":"Confirm","description":"Submit the job?"}}}`)
+
+// resolveArgs decodes and validates a call's arguments. When required
+// arguments are missing and the client declared elicitation, it returns an
+// InputRequiredResult asking for them (one or more rounds; answers gathered
+// in earlier rounds travel in a signed requestState). Invalid arguments give
+// a tool error result, so that the model can correct itself.
+func (b *Bridge) resolveArgs(t *tool, p *mcp.CallToolParamsRaw, elicitOK bool) (map[string]any, *mcp.CallToolResult, error) {
+	args := map[string]any{}
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+			return nil, toolError("arguments must be a JSON object: %v", err), nil
+		}
+	}
+	if p.RequestState != "" {
+		var earlier map[string]any
+		if err := b.openState(p.RequestState, t.Name, &earlier); err != nil {
+			return nil, nil, invalidParams("requestState: %v", err)
+		}
+		for k, v := range earlier {
+			if _, ok := args[k]; !ok {
+				args[k] = v
+			}
+		}
+	}
+	missing := t.missingRequired(args)
+	if r, ok := p.InputResponses[argumentsKey]; ok && len(missing) > 0 {
+		e, ok := r.(*mcp.ElicitResult)
+		if !ok {
+			return nil, nil, invalidParams("inputResponses[%q] must be an elicitation result", argumentsKey)
+		}
+		if e.Action != "accept" {
+			return nil, toolError("the call needs %s, and the user %sd to provide %s", quoteList(missing), e.Action, pronoun(missing)), nil
+		}
+		for _, name := range missing {
+			if v, ok := e.Content[name]; ok {
+				args[name] = v
+			}
+		}
+		missing = t.missingRequired(args)
+	}
+	if len(missing) > 0 && elicitOK {
+		if form, ok := t.elicitForm(missing); ok {
+			state, err := b.sealState(t.Name, args)
+			if err != nil {
+				return nil, nil, internalError("sealing request state: %v", err)
+			}
+			return nil, &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{argumentsKey: &mcp.ElicitParams{
+					Mode:            "form",
+					Message:         fmt.Sprintf("%s needs %s.", t.Name, quoteList(missing)),
+					RequestedSchema: form,
+				}},
+				RequestState: state,
+			}, nil
+		}
+	}
+	if err := t.schema.Validate(args); err != nil {
+		return nil, toolError("invalid arguments for %s: %v", t.Name, err), nil
+	}
+	return args, nil, nil
+}
+
+// missingRequired lists the schema's required properties absent from args.
+func (t *tool) missingRequired(args map[string]any) []string {
+	req, _ := t.raw["required"].([]any)
+	var missing []string
+	for _, r := range req {
+		name, _ := r.(string)
+		if _, ok := args[name]; name != "" && !ok {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// elicitForm builds a form asking for the missing properties. It fails when
+// a property is not a primitive a form can ask for.
+func (t *tool) elicitForm(missing []string) (map[string]any, bool) {
+	props, _ := t.raw["properties"].(map[string]any)
+	form := map[string]any{}
+	for _, name := range missing {
+		p, _ := props[name].(map[string]any)
+		typ, _ := p["type"].(string)
+		switch typ {
+		case "string", "number", "integer", "boolean":
+		default:
+			return nil, false
+		}
+		f := map[string]any{"type": typ}
+		for _, k := range []string{"title", "description", "enum", "minimum", "maximum", "minLength", "maxLength", "default", "format"} {
+			if v, ok := p[k]; ok {
+				f[k] = v
+			}
+		}
+		form[name] = f
+	}
+	req := make([]any, len(missing))
+	for i, m := range missing {
+		req[i] = m
+	}
+	return map[string]any{"type": "object", "properties": form, "required": req}, true
+}
+
+// sealState encodes v with an HMAC bound to the tool and a short expiry, so
+// that a client cannot forge arguments it was never asked for.
+func (b *Bridge) sealState(toolName string, v any) (string, error) {
+	body, err := json.Marshal(struct {
+		Tool    string `json:"t"`
+		Expires int64  `json:"e"`
+		Value   any    `json:"v"`
+	}{toolName, b.opts.Now().Add(15 * time.Minute).Unix(), v})
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, b.opts.StateKey)
+	mac.Write(body)
+	return base64URL(body) + "." + base64URL(mac.Sum(nil)), nil
+}
+
+func (b *Bridge) openState(state, toolName string, v any) error {
+	body64, sig64, ok := strings.Cut(state, ".")
+	if !ok {
+		return errors.New("malformed")
+	}
+	body, err1 := base64.RawURLEncoding.DecodeString(body64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
+	if err1 != nil || err2 != nil {
+		return errors.New("malformed")
+	}
+	mac := hmac.New(sha256.New, b.opts.StateKey)
+	mac.Write(body)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return errors.New("signature does not verify")
+	}
+	var s struct {
+		Tool    string          `json:"t"`
+		Expires int64           `json:"e"`
+		Value   json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(body, &s); err != nil {
+		return errors.New("malformed")
+	}
+	if s.Tool != toolName {
+		return errors.New("issued for another tool")
+	}
+	if b.opts.Now().Unix() > s.Expires {
+		return errors.New("expired")
+	}
+	return json.Unmarshal(s.Value, v)
+}
+
+// syncHandler serves a tool synchronously: the call waits for the job, up to
+// the tool's budget. It runs for tools in mode never, and in mode optional
+// when the client did not declare the tasks extension.
+func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		caps := req.ClientCapabilities()
+		elicitOK := caps != nil && caps.Elicitation != nil
+		args, pending, err := b.resolveArgs(t, req.Params, elicitOK)
+		if err != nil || pending != nil {
+			return pending, err
+		}
+		if t.Confirm != nil {
+			r, answered := req.Params.InputResponses[confirmKey]
+			if !answered {
+				if !elicitOK {
+					return nil, missingCapability(elicitationCapability(), "elicitation (the tool asks for confirmation)")
+				}
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{
+					Mode: "form", Message: t.ConfirmMessage(args), RequestedSchema: confirmSchema,
+				}}}, nil
+			}
+			if e, ok := r.(*mcp.ElicitResult); !ok || e.Action != "accept" || e.Content["confirm"] == false {
+				return toolError("not confirmed by the user; no job was submitted"), nil
+			}
+		}
+		return b.runSync(ctx, t, args, req)
+	}
+}
+
+// runSync starts the job and waits for it within the tool's sync budget. If
+// the client goes away first, the cancel is forwarded downstream. If the
+// budget runs out, the job is left running and the result says which job it
+// is.
+func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
+	// The submission itself must not be torn in half by a client that
+	// disconnects: run it on the bridge's lifetime, bounded.
+	sctx, scancel := context.WithTimeout(b.ctx, b.opts.SubmitTimeout)
+	ref, err := t.adapter.Start(sctx, sreq)
+	scancel()
+	if err != nil {
+		if errors.Is(err, adapters.ErrOutcomeUnknown) {
+			return toolError("the backend %q may or may not have started the job (correlation ID %s): %v", t.Backend, sreq.CorrelationID, err), nil
+		}
+		return toolError("the backend %q did not start the job: %v", t.Backend, err), nil
+	}
+	b.log.Info("sync job started", "tool", t.Name, "backend", t.Backend, "job", ref.ID)
+	budget := time.NewTimer(t.SyncBudget)
+	defer budget.Stop()
+	progressToken := req.Params.GetProgressToken()
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			cctx, ccancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+			cerr := t.adapter.Cancel(cctx, ref)
+			ccancel()
+			b.log.Info("client went away; cancel forwarded", "tool", t.Name, "job", ref.ID, "error", cerr)
+			return nil, ctx.Err()
+		case <-budget.C:
+			return toolError("job %s on backend %q is still running after %s, the limit for a call without tasks; it was left running. Call %s from a client that supports the tasks extension to follow it.",
+				ref.ID, t.Backend, t.SyncBudget, t.Name), nil
+		case <-time.After(wait):
+		}
+		wait = t.RefreshInterval
+		pctx, pcancel := context.WithTimeout(ctx, b.opts.CallTimeout)
+		obs, err := t.adapter.Poll(pctx, []adapters.JobRef{ref})
+		pcancel()
+		if err != nil || len(obs) != 1 || obs[0].Err != nil {
+			continue // transient: try again after the refresh interval
+		}
+		o := obs[0]
+		if o.RetryAfter > wait {
+			wait = o.RetryAfter
+		}
+		if progressToken != nil && o.Progress != nil {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: progressToken, Progress: o.Progress.Done, Total: o.Progress.Total,
+				Message: sanitize(o.Message, 200),
+			})
+		}
+		switch o.State {
+		case adapters.StateInputRequired:
+			return toolError("job %s on backend %q is asking for input, which needs a client that supports the tasks extension; it was left waiting", ref.ID, t.Backend), nil
+		case adapters.StateFailed:
+			code, msg := failure(o)
+			return nil, &jsonrpc.Error{Code: int64(code), Message: msg}
+		case adapters.StateSucceeded, adapters.StateToolError, adapters.StateCancelled:
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(toolResultJSON(o, ref), &res); err != nil {
+				return nil, internalError("encoding result: %v", err)
+			}
+			return &res, nil
+		}
+	}
+}
+
+// createTask creates a task for a call: the row is committed first, then the
+// job is submitted in the background and the handle returned.
+func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, elicitOK bool) (mcp.Result, error) {
+	if t.Confirm != nil && !elicitOK {
+		return nil, missingCapability(elicitationCapability(), "elicitation (the tool asks for confirmation)")
+	}
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		return nil, internalError("encoding arguments: %v", err)
+	}
+	digest := sha256.Sum256(argsJSON)
+	id := newTaskID()
+	now := b.opts.Now().UTC()
+	task := &mapping.Task{
+		Key:             mapping.KeyOf(id),
+		Principal:       principalFrom(ctx),
+		Tool:            t.Name,
+		ArgsDigest:      hex.EncodeToString(digest[:]),
+		ServerBuild:     b.opts.Build,
+		CatalogRevision: b.cat.Revision,
+		Backend:         t.Backend,
+		CorrelationID:   newCorrelationID(),
+		Status:          mapping.StatusWorking,
+		CreatedAt:       now,
+		UpdatedAt:       now,
+		TTL:             t.TTL,
+		ExpiresAt:       now.Add(t.TTL),
+		PollInterval:    t.PollInterval,
+	}
+	if t.Confirm != nil {
+		task.Phase = mapping.PhaseConfirming
+		task.Status = mapping.StatusInputRequired
+		task.StatusMessage = "waiting for the user to confirm"
+		task.Args = argsJSON
+		task.InputRequests = encodeInputs(map[string]storedInput{
+			confirmKey: {Message: t.ConfirmMessage(args), Schema: confirmSchema},
+		})
+	} else {
+		task.Phase = mapping.PhaseSubmitting
+		task.StatusMessage = fmt.Sprintf("submitting the job to %s", t.Backend)
+	}
+	if err := b.store.Create(ctx, task); err != nil {
+		b.log.Error("creating task", "tool", t.Name, "error", err)
+		return nil, internalError("the task could not be stored")
+	}
+	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
+	if task.Phase == mapping.PhaseSubmitting {
+		b.startSubmit(task, args)
+	}
+	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
+}
+
+// startSubmit submits the task's job in the background, on the bridge's
+// lifetime.
+func (b *Bridge) startSubmit(task *mapping.Task, args map[string]any) {
+	b.mu.Lock()
+	if b.inflight[task.Key] {
+		b.mu.Unlock()
+		return
+	}
+	b.inflight[task.Key] = true
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer func() {
+			b.mu.Lock()
+			delete(b.inflight, task.Key)
+			b.mu.Unlock()
+		}()
+		b.submit(task, args)
+	}()
+}
+
+func (b *Bridge) isInflight(k mapping.Key) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inflight[k]
+}
+
+// submit sends the one submission of a task and records its outcome.
+func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
+	t := b.tools[task.Tool]
+	if t == nil {
+		b.finish(task, mapping.StatusFailed, "the tool is no longer in the catalog", nil, &wireError{Code: -32603, Message: "tool " + task.Tool + " is no longer in the catalog"})
+		return
+	}
+	req := adapters.StartRequest{Tool: task.Tool, Arguments: args, CorrelationID: task.CorrelationID}
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.SubmitTimeout)
+	ref, err := t.adapter.Start(ctx, req)
+	cancel()
+	switch {
+	case err == nil:
+		b.recordJob(task, ref)
+	case errors.Is(err, adapters.ErrOutcomeUnknown):
+		b.log.Warn("submission outcome unknown; reconciling", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
+		b.reconcile(task)
+	default:
+		b.log.Info("backend refused the job", "task", shortKey(task.Key), "error", err)
+		res := toolResultText(fmt.Sprintf("The backend %q did not start the job: %v", task.Backend, err), true)
+		b.finish(task, mapping.StatusCompleted, "the backend did not start the job", res, nil)
+	}
+}
+
+// recordJob stores the job reference of a submitted task, and forwards a
+// cancel that arrived while the submission was in flight.
+func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
+	refJSON, err := json.Marshal(ref)
+	if err != nil {
+		b.log.Error("encoding job reference", "error", err)
+		return
+	}
+	var forward bool
+	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		forward = false // fn runs again after a conflict
+		if t.Phase != mapping.PhaseSubmitting {
+			return false
+		}
+		t.Phase = mapping.PhaseSubmitted
+		t.JobRef = refJSON
+		t.Args = nil
+		t.StatusMessage = fmt.Sprintf("job %s submitted to %s", ref.ID, t.Backend)
+		forward = claimCancel(t, now)
+		return true
+	})
+	if err != nil {
+		b.log.Error("recording job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		return
+	}
+	b.log.Info("job submitted", "task", shortKey(task.Key), "job", ref.ID)
+	if forward {
+		b.forwardCancel(updated)
+	}
+}
+
+// reconcile settles a task whose submission has an unknown outcome: through
+// the adapter's Finder where it has one, else as failed with the correlation
+// ID, so that an operator can look for the job. It never submits again.
+func (b *Bridge) reconcile(task *mapping.Task) {
+	t := b.tools[task.Tool]
+	msg := fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job; look for correlation ID %s", task.Backend, task.CorrelationID)
+	if t != nil {
+		if f, ok := t.adapter.(adapters.Finder); ok {
+			ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+			ref, found, err := f.Find(ctx, adapters.StartRequest{Tool: task.Tool, CorrelationID: task.CorrelationID})
+			cancel()
+			switch {
+			case err == nil && found:
+				b.log.Info("reconciled: job found", "task", shortKey(task.Key), "job", ref.ID)
+				b.recordJob(task, ref)
+				return
+			case err == nil:
+				msg = fmt.Sprintf("the job was not created: the backend %q has no job with correlation ID %s", task.Backend, task.CorrelationID)
+			case !errors.Is(err, errors.ErrUnsupported):
+				// The lookup itself failed: try again on a later sweep, unless
+				// the task has been unsettled for long.
+				if b.opts.Now().Sub(task.CreatedAt) < 10*b.opts.SubmitTimeout {
+					b.log.Warn("reconcile lookup failed; will retry", "task", shortKey(task.Key), "error", err)
+					return
+				}
+			}
+		}
+	}
+	b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
+}
+
+// finish writes a terminal state, unless the task is already terminal.
+func (b *Bridge) finish(task *mapping.Task, status mapping.Status, msg string, result json.RawMessage, werr *wireError) {
+	_, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		setTerminal(t, status, msg, result, werr)
+		return true
+	})
+	if err != nil && !errors.Is(err, errTerminal) {
+		b.log.Error("finishing task", "task", shortKey(task.Key), "error", err)
+	}
+}
+
+func setTerminal(t *mapping.Task, status mapping.Status, msg string, result json.RawMessage, werr *wireError) {
+	t.Status = status
+	t.Phase = mapping.PhaseDone
+	t.StatusMessage = msg
+	t.InputRequests = nil
+	t.Args = nil
+	o := outcome{Result: result, Error: werr}
+	t.Outcome, _ = json.Marshal(o)
+}
+
+// errTerminal is returned by mutate when the task is already terminal.
+var errTerminal = errors.New("task is terminal")
+
+// mutate applies fn to the current row of task and writes it conditionally,
+// re-reading and retrying when another writer got there first. fn returns
+// false to write nothing. The updated row is returned.
+func (b *Bridge) mutate(task *mapping.Task, fn func(t *mapping.Task, now time.Time) bool) (*mapping.Task, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+	defer cancel()
+	for attempt := 0; attempt < 20; attempt++ {
+		cur, err := b.store.Get(ctx, task.Key, task.Principal, b.opts.Now())
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status.Terminal() {
+			return cur, errTerminal
+		}
+		now := b.opts.Now().UTC()
+		if !fn(cur, now) {
+			return cur, nil
+		}
+		cur.UpdatedAt = now
+		err = b.store.Update(ctx, cur)
+		if errors.Is(err, mapping.ErrConflict) {
+			continue
+		}
+		return cur, err
+	}
+	return nil, fmt.Errorf("updating task: %w", mapping.ErrConflict)
+}
+
+// claimCancel marks the cancel of a submitted task as forwarded, if it was
+// requested and not forwarded yet. The conditional write that carries the
+// claim makes the forward happen once.
+func claimCancel(t *mapping.Task, now time.Time) bool {
+	if t.CancelRequestedAt == nil || t.CancelForwardedAt != nil || t.Phase != mapping.PhaseSubmitted {
+		return false
+	}
+	t.CancelForwardedAt = &now
+	return true
+}
+
+// Result helpers.
+
+// outcome is the stored terminal outcome.
+type outcome struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *wireError      `json:"error,omitempty"`
+}
+
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}},
+		IsError: true,
+	}
+}
+
+// toolResultText is an inlined CallToolResult with one text block.
+func toolResultText(text string, isError bool) json.RawMessage {
+	return marshalToolResult([]map[string]any{{"type": "text", "text": text}}, nil, isError)
+}
+
+func marshalToolResult(content []map[string]any, structured map[string]any, isError bool) json.RawMessage {
+	r := map[string]any{"resultType": "complete", "content": content, "isError": isError}
+	if structured != nil {
+		r["structuredContent"] = structured
+	}
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// toolResultJSON turns a terminal observation into the inlined tool result.
+func toolResultJSON(o adapters.Observation, ref adapters.JobRef) json.RawMessage {
+	text := ""
+	var structured map[string]any
+	if o.Result != nil {
+		text = o.Result.Text
+		structured = o.Result.Structured
+	}
+	if text == "" {
+		switch o.State {
+		case adapters.StateSucceeded:
+			text = fmt.Sprintf("Job %s succeeded.", ref.ID)
+		case adapters.StateToolError:
+			text = fmt.Sprintf("Job %s failed.", ref.ID)
+		default:
+			text = fmt.Sprintf("Job %s was cancelled.", ref.ID)
+		}
+		if m := sanitize(o.Message, 1024); m != "" {
+			text += " " + m
+		}
+	}
+	if len(o.Links) > 0 {
+		var sb strings.Builder
+		sb.WriteString(text)
+		sb.WriteString("\n")
+		for _, l := range o.Links {
+			fmt.Fprintf(&sb, "\n%s: %s", l.Title, l.URL)
+		}
+		text = sb.String()
+	}
+	return marshalToolResult([]map[string]any{{"type": "text", "text": text}}, structured, o.State != adapters.StateSucceeded)
+}
+
+func failure(o adapters.Observation) (int, string) {
+	code, msg := -32603, sanitize(o.Message, 1024)
+	if o.Error != nil {
+		if o.Error.Code != 0 {
+			code = o.Error.Code
+		}
+		if o.Error.Message != "" {
+			msg = sanitize(o.Error.Message, 1024)
+		}
+	}
+	if msg == "" {
+		msg = "the job failed at the protocol level"
+	}
+	return code, msg
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func pronoun(names []string) string {
+	if len(names) == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func base64URL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// shortKey is a loggable handle of a task: a prefix of the hash of its ID.
+func shortKey(k mapping.Key) string { return hex.EncodeToString(k[:4]) }
+
+func localUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown"
+}

@@ -1,0 +1,130 @@
+// Package catalog loads and validates the YAML tool catalog: which backends
+// exist, which tools the server offers, and how each tool's arguments become a
+// backend job.
+//
+// Loading reports every problem at once, each as "file:line:col: path:
+// message" (see [Error]); unknown keys are errors; each tool's input schema is
+// checked when the catalog loads, so that a mistake is a clear error rather
+// than a failure at call time.
+package catalog
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jobbridge/jobbridge/adapters/rest"
+)
+
+// Catalog is a loaded, validated catalog.
+type Catalog struct {
+	// File is the path the catalog was loaded from.
+	File string
+	// Revision identifies the catalog's content (a short hex SHA-256).
+	Revision string
+	Server   Server
+	// Backends by name, and in file order.
+	Backends     map[string]*Backend
+	BackendOrder []string
+	// Tools in file order.
+	Tools []*Tool
+}
+
+// Tool returns the tool with the given name, or nil.
+func (c *Catalog) Tool(name string) *Tool {
+	for _, t := range c.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Server is the catalog's `server:` block.
+type Server struct {
+	// Name and Version are reported as serverInfo. Defaults "jobbridge" and
+	// the binary's version.
+	Name    string `yaml:"name"`
+	Version string `yaml:"version"`
+	// Instructions are returned by server/discover.
+	Instructions string `yaml:"instructions"`
+}
+
+// Backend is one entry of the `backends:` map.
+type Backend struct {
+	Name string
+	// Type selects the adapter: "rest" (others come with their adapters).
+	Type string
+	// REST is set when Type is "rest".
+	REST *rest.BackendConfig
+	Pos  Position
+}
+
+// TaskMode says whether a tool's calls become tasks.
+type TaskMode string
+
+const (
+	// TaskRequired: only clients that declare the tasks extension may call
+	// the tool; others get -32021.
+	TaskRequired TaskMode = "required"
+	// TaskOptional: a task when the client declares the extension, otherwise
+	// the call waits for the job within SyncBudget. The default.
+	TaskOptional TaskMode = "optional"
+	// TaskNever: the call always waits for the job (synchronous).
+	TaskNever TaskMode = "never"
+)
+
+// Tool is one entry of the `tools:` list.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// Backend names the backend that runs the tool's jobs.
+	Backend string
+	Task    TaskMode
+	// InputSchema is the tool's JSON Schema for its arguments (type object),
+	// as JSON.
+	InputSchema json.RawMessage
+	// Confirm, when set, makes each task start in input_required with this
+	// confirmation prompt; the job is submitted only after the user accepts.
+	Confirm *Confirm
+	// PollInterval is the pollIntervalMs advertised to clients. Default 2s.
+	PollInterval time.Duration
+	// RefreshInterval is the minimum time between two backend observations
+	// of one job; polls within it are served from the last observation.
+	// Default: PollInterval.
+	RefreshInterval time.Duration
+	// SyncBudget bounds how long a synchronous call waits for the job.
+	// Default 60s.
+	SyncBudget time.Duration
+	// TTL is how long a task stays retrievable after creation. Default 24h.
+	TTL time.Duration
+	// MissingGrace is how long a job may be missing from the backend before
+	// the task ends with an error. Default 2m.
+	MissingGrace time.Duration
+	// Annotations are the MCP tool hints.
+	Annotations *Annotations
+	// REST is the tool's job block when the backend's type is "rest".
+	REST *rest.JobConfig
+	Pos  Position
+}
+
+// Confirm is a confirmation prompt.
+type Confirm struct {
+	// Message may use {args.NAME} placeholders.
+	Message string `yaml:"message"`
+}
+
+// Annotations are MCP tool annotations (hints for clients, not enforced).
+type Annotations struct {
+	ReadOnly    *bool `yaml:"read_only"`
+	Destructive *bool `yaml:"destructive"`
+	Idempotent  *bool `yaml:"idempotent"`
+	OpenWorld   *bool `yaml:"open_world"`
+}
+
+// Position is a place in a catalog file.
+type Position struct {
+	File   string
+	Line   int
+	Column int
+}

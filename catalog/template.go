@@ -1,0 +1,148 @@
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// argRefs returns the names NAME of the {args.NAME} placeholders in s, in
+// order. The syntax is the REST adapter's: a placeholder is "{name}" where
+// name is letters, digits and "_.-"; other braces are literal text.
+func argRefs(s string) []string {
+	var names []string
+	for _, ph := range placeholders(s) {
+		if name, ok := strings.CutPrefix(ph.name, "args."); ok && name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// placeholder is one "{name}" in a template, at s[start:end].
+type placeholder struct {
+	name       string
+	start, end int
+}
+
+func placeholders(s string) []placeholder {
+	var out []placeholder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '{' {
+			continue
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			break
+		}
+		if name := s[i+1 : i+end]; isPlaceholderName(name) {
+			out = append(out, placeholder{name: name, start: i, end: i + end + 1})
+			i += end
+		}
+	}
+	return out
+}
+
+func isPlaceholderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// ConfirmMessage renders the tool's confirmation prompt with args: each
+// {args.NAME} becomes the argument's value, a string as is and any other
+// value as compact JSON; a missing argument renders as nothing. It returns ""
+// when the tool has no confirmation.
+func (t *Tool) ConfirmMessage(args map[string]any) string {
+	if t.Confirm == nil {
+		return ""
+	}
+	msg := t.Confirm.Message
+	var b strings.Builder
+	last := 0
+	for _, ph := range placeholders(msg) {
+		name, ok := strings.CutPrefix(ph.name, "args.")
+		if !ok || name == "" {
+			continue
+		}
+		b.WriteString(msg[last:ph.start])
+		if v, present := args[name]; present {
+			b.WriteString(renderArg(v))
+		}
+		last = ph.end
+	}
+	b.WriteString(msg[last:])
+	return b.String()
+}
+
+func renderArg(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(data)
+}
+
+// EnvRefs returns the sorted names of the environment variables that backend
+// header values reference as ${NAME}, so that a validator can warn about
+// unset ones. The catalog itself never reads the environment.
+func (c *Catalog) EnvRefs() []string {
+	seen := map[string]bool{}
+	for _, b := range c.Backends {
+		if b.REST == nil {
+			continue
+		}
+		for _, v := range b.REST.Headers {
+			for _, name := range envRefs(v) {
+				seen[name] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// envRefs returns the NAMEs of the well-formed ${NAME} references in s.
+func envRefs(s string) []string {
+	var names []string
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			return names
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return names
+		}
+		if name := s[i+2 : i+end]; isEnvName(name) {
+			names = append(names, name)
+		}
+		s = s[i+end+1:]
+	}
+}
+
+func isEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,574 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobbridge/jobbridge/taskclient"
+)
+
+// fakeMCP is a tiny 2026-07-28 MCP endpoint for `jobbridge call`: tools/call
+// answers come from toolsCall, tasks/get walks a scripted list of task
+// states (an input_required state holds until tasks/update arrives), and
+// tasks/cancel turns the task cancelled unless ignoreCancel is set.
+type fakeMCP struct {
+	toolsCall    func(params map[string]json.RawMessage) any
+	states       []map[string]any
+	ignoreCancel bool
+	// afterGet, if set, runs after the n-th tasks/get (1-based) was answered.
+	afterGet func(n int)
+
+	mu        sync.Mutex
+	pos       int
+	answered  bool
+	cancelled bool
+	gets      int
+	methods   []string
+	calls     []map[string]json.RawMessage // params of each tools/call
+	updates   []json.RawMessage            // inputResponses of each tasks/update
+	headers   []http.Header
+}
+
+func (f *fakeMCP) start(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(f.serveHTTP))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+func (f *fakeMCP) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		ID     json.RawMessage            `json:"id"`
+		Method string                     `json:"method"`
+		Params map[string]json.RawMessage `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	result, getN := f.handle(msg.Method, msg.Params, r.Header)
+	out := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
+	if rpcErr, ok := result.(rpcError); ok {
+		out["error"] = rpcErr
+	} else {
+		out["result"] = result
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+	if getN > 0 && f.afterGet != nil {
+		f.afterGet(getN)
+	}
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (f *fakeMCP) handle(method string, params map[string]json.RawMessage, h http.Header) (any, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.methods = append(f.methods, method)
+	f.headers = append(f.headers, h.Clone())
+	switch method {
+	case "tools/call":
+		f.calls = append(f.calls, params)
+		return f.toolsCall(params), 0
+	case "tasks/update":
+		f.updates = append(f.updates, params["inputResponses"])
+		f.answered = true
+		return map[string]any{"resultType": "complete"}, 0
+	case "tasks/cancel":
+		if !f.ignoreCancel {
+			f.cancelled = true
+		}
+		return map[string]any{"resultType": "complete"}, 0
+	case "tasks/get":
+		f.gets++
+		if f.cancelled {
+			return taskState("cancelled", "cancelled by request", nil), f.gets
+		}
+		if f.states[f.pos]["status"] == "input_required" && f.answered && f.pos < len(f.states)-1 {
+			f.pos++
+		}
+		st := f.states[f.pos]
+		if st["status"] != "input_required" && f.pos < len(f.states)-1 {
+			f.pos++
+			f.answered = false
+		}
+		return st, f.gets
+	}
+	return rpcError{Code: -32601, Message: "method not found"}, 0
+}
+
+func (f *fakeMCP) recorded() (methods []string, calls []map[string]json.RawMessage, updates []json.RawMessage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.methods...), append([]map[string]json.RawMessage(nil), f.calls...), append([]json.RawMessage(nil), f.updates...)
+}
+
+// taskState builds a tasks/get answer polled at 10ms.
+func taskState(status, message string, extra map[string]any) map[string]any {
+	st := map[string]any{
+		"resultType": "complete", "taskId": "tsk-42", "status": status,
+		"createdAt": "2026-08-01T10:00:00Z", "lastUpdatedAt": "2026-08-01T10:00:00Z",
+		"ttlMs": 3600000, "pollIntervalMs": 10,
+	}
+	if message != "" {
+		st["statusMessage"] = message
+	}
+	for k, v := range extra {
+		st[k] = v
+	}
+	return st
+}
+
+func createTask() map[string]any {
+	st := taskState("working", "submitted", nil)
+	st["resultType"] = "task"
+	return st
+}
+
+func textResult(text string, isError bool) map[string]any {
+	return map[string]any{"resultType": "complete", "isError": isError,
+		"content": []any{map[string]any{"type": "text", "text": text}}}
+}
+
+func elicitation(message string, schema string) map[string]any {
+	return map[string]any{"method": "elicitation/create", "params": map[string]any{
+		"mode": "form", "message": message, "requestedSchema": json.RawMessage(schema)}}
+}
+
+var elapsedRE = regexp.MustCompile(`\((\d+[hms])+\)`)
+
+// normalize replaces elapsed times in status lines with "(T)".
+func normalize(s string) string { return elapsedRE.ReplaceAllString(s, "(T)") }
+
+func runCallTest(t *testing.T, ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = runCall(ctx, args, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func jsonEqual(t *testing.T, want string, got json.RawMessage) {
+	t.Helper()
+	var w, g any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad want JSON %s: %v", want, err)
+	}
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("bad JSON %s: %v", got, err)
+	}
+	if diff := cmp.Diff(w, g); diff != "" {
+		t.Errorf("JSON mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestCallSyncResult(t *testing.T) {
+	tests := []struct {
+		name       string
+		result     map[string]any
+		wantStdout string
+		wantErr    string
+	}{
+		{
+			name: "text and structured content",
+			result: map[string]any{"resultType": "complete",
+				"content":           []any{map[string]any{"type": "text", "text": "Hello, Ada!"}},
+				"structuredContent": map[string]any{"greeting": "Hello, Ada!"}},
+			wantStdout: "Hello, Ada!\n{\n  \"greeting\": \"Hello, Ada!\"\n}\n",
+		},
+		{
+			name:       "tool error",
+			result:     textResult("no such user", true),
+			wantStdout: "no such user\n",
+			wantErr:    "tool reported an error",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeMCP{toolsCall: func(map[string]json.RawMessage) any { return tt.result }}
+			url := f.start(t)
+			stdout, _, err := runCallTest(t, t.Context(), "", "--url", url, "--header", "Authorization: Bearer s3cret", "greet", `{"name":"Ada"}`)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("runCall: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantStdout, stdout); diff != "" {
+				t.Errorf("stdout mismatch (-want +got):\n%s", diff)
+			}
+			_, calls, _ := f.recorded()
+			if len(calls) != 1 {
+				t.Fatalf("got %d tools/call, want 1", len(calls))
+			}
+			jsonEqual(t, `"greet"`, calls[0]["name"])
+			jsonEqual(t, `{"name":"Ada"}`, calls[0]["arguments"])
+			var meta map[string]json.RawMessage
+			if err := json.Unmarshal(calls[0]["_meta"], &meta); err != nil {
+				t.Fatal(err)
+			}
+			jsonEqual(t, `{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`, meta["io.modelcontextprotocol/clientCapabilities"])
+			if got := f.headers[0].Get("Authorization"); got != "Bearer s3cret" {
+				t.Errorf("Authorization header = %q, want the --header value", got)
+			}
+		})
+	}
+}
+
+func TestCallTaskPolledToEnd(t *testing.T) {
+	completed := taskState("completed", "", map[string]any{"result": map[string]any{
+		"resultType": "complete", "content": []any{map[string]any{"type": "text", "text": "deployed v1.2.3"}}}})
+	tests := []struct {
+		name       string
+		final      map[string]any
+		wantStdout string
+		wantErr    string
+		wantLast   string
+	}{
+		{
+			name:       "completed",
+			final:      completed,
+			wantStdout: "deployed v1.2.3\n",
+			wantLast:   "[completed] (T)\n",
+		},
+		{
+			name:       "completed with tool error",
+			final:      taskState("completed", "job exited 3", map[string]any{"result": textResult("step build failed", true)}),
+			wantStdout: "step build failed\n",
+			wantErr:    "tool reported an error",
+			wantLast:   "[completed] job exited 3 (T)\n",
+		},
+		{
+			name: "failed",
+			final: taskState("failed", "backend unreachable", map[string]any{
+				"error": map[string]any{"code": -32603, "message": "backend unreachable"}}),
+			wantErr:  "task failed: backend unreachable (code -32603)",
+			wantLast: "[failed] backend unreachable (T)\n",
+		},
+		{
+			name:     "cancelled",
+			final:    taskState("cancelled", "", nil),
+			wantErr:  "task cancelled",
+			wantLast: "[cancelled] (T)\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeMCP{
+				toolsCall: func(map[string]json.RawMessage) any { return createTask() },
+				states: []map[string]any{
+					taskState("working", "queued", nil),
+					taskState("working", "queued", nil),
+					taskState("working", "running step 1/2\x1b[2J", nil),
+					tt.final,
+				},
+			}
+			url := f.start(t)
+			stdout, stderr, err := runCallTest(t, t.Context(), "", "--url", url, "deploy")
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("runCall: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantStdout, stdout); diff != "" {
+				t.Errorf("stdout mismatch (-want +got):\n%s", diff)
+			}
+			wantStderr := "[working] submitted (T)\n[working] queued (T)\n[working] running step 1/2[2J (T)\n" + tt.wantLast
+			if diff := cmp.Diff(wantStderr, normalize(stderr)); diff != "" {
+				t.Errorf("status lines mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCallNoWait(t *testing.T) {
+	f := &fakeMCP{toolsCall: func(map[string]json.RawMessage) any { return createTask() }}
+	url := f.start(t)
+	// Flags may follow the positional arguments.
+	stdout, _, err := runCallTest(t, t.Context(), "", "--url", url, "deploy", `{"env":"prod"}`, "--no-wait")
+	if err != nil {
+		t.Fatalf("runCall: %v", err)
+	}
+	want, _ := json.MarshalIndent(createTask(), "", "  ")
+	jsonEqual(t, string(want), json.RawMessage(stdout))
+	if !strings.Contains(stdout, "\n  \"taskId\": \"tsk-42\",\n") {
+		t.Errorf("stdout is not indented JSON:\n%s", stdout)
+	}
+	methods, _, _ := f.recorded()
+	if diff := cmp.Diff([]string{"tools/call"}, methods); diff != "" {
+		t.Errorf("methods mismatch (-want +got):\n%s", diff)
+	}
+}
+
+const approvalSchema = `{"type":"object","properties":{
+	"confirm":{"type":"boolean","title":"Confirm"},
+	"reason":{"type":"string","description":"Why now?"},
+	"replicas":{"type":"integer","default":2},
+	"region":{"type":"string","enum":["eu","us"]}
+},"required":["confirm","region"]}`
+
+func TestCallAnswersTaskInput(t *testing.T) {
+	tests := []struct {
+		name       string
+		stdin      string
+		wantUpdate string
+	}{
+		{
+			name:       "accept with retries, skip, default and choice number",
+			stdin:      "maybe\ny\n\n\n\n7\n2\n",
+			wantUpdate: `{"approve":{"action":"accept","content":{"confirm":true,"replicas":2,"region":"us"}}}`,
+		},
+		{
+			name:       "explicit values",
+			stdin:      "no\nhotfix\n5\neu\n",
+			wantUpdate: `{"approve":{"action":"accept","content":{"confirm":false,"reason":"hotfix","replicas":5,"region":"eu"}}}`,
+		},
+		{
+			name:       "decline",
+			stdin:      "!decline\n",
+			wantUpdate: `{"approve":{"action":"decline"}}`,
+		},
+		{
+			name:       "end of input dismisses",
+			stdin:      "y\n",
+			wantUpdate: `{"approve":{"action":"cancel"}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeMCP{
+				toolsCall: func(map[string]json.RawMessage) any { return createTask() },
+				states: []map[string]any{
+					taskState("working", "", nil),
+					taskState("input_required", "waiting for approval", map[string]any{"inputRequests": map[string]any{
+						"approve": elicitation("Deploy to production?", approvalSchema)}}),
+					taskState("working", "deploying", nil),
+					taskState("completed", "", map[string]any{"result": textResult("done", false)}),
+				},
+			}
+			url := f.start(t)
+			stdout, stderr, err := runCallTest(t, t.Context(), tt.stdin, "--url", url, "deploy")
+			if err != nil {
+				t.Fatalf("runCall: %v\nstderr:\n%s", err, stderr)
+			}
+			if stdout != "done\n" {
+				t.Errorf("stdout = %q, want %q", stdout, "done\n")
+			}
+			_, _, updates := f.recorded()
+			if len(updates) != 1 {
+				t.Fatalf("got %d tasks/update, want 1 (stderr:\n%s)", len(updates), stderr)
+			}
+			jsonEqual(t, tt.wantUpdate, updates[0])
+			if !strings.Contains(stderr, "Deploy to production?") {
+				t.Errorf("stderr does not show the request message:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestCallPromptsShowFields(t *testing.T) {
+	f := &fakeMCP{
+		toolsCall: func(map[string]json.RawMessage) any { return createTask() },
+		states: []map[string]any{
+			taskState("input_required", "", map[string]any{"inputRequests": map[string]any{
+				"approve": elicitation("Deploy to production?", approvalSchema)}}),
+			taskState("completed", "", map[string]any{"result": textResult("done", false)}),
+		},
+	}
+	url := f.start(t)
+	_, stderr, err := runCallTest(t, t.Context(), "y\n\n\neu\n", "--url", url, "deploy")
+	if err != nil {
+		t.Fatalf("runCall: %v", err)
+	}
+	want := "[working] submitted (T)\n[input_required] (T)\n\nDeploy to production?\n" +
+		"  Confirm (y/n): \n" +
+		"  Why now?\n  reason (text, optional): \n" +
+		"  replicas (integer, optional) [2]: \n" +
+		"  region (one of: eu, us): \n" +
+		"answers sent; waiting for the task to continue\n[completed] (T)\n"
+	if diff := cmp.Diff(want, normalize(stderr)); diff != "" {
+		t.Errorf("stderr mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestCallMissingArgumentRounds(t *testing.T) {
+	nameRequest := map[string]any{"resultType": "input_required", "requestState": "state-1",
+		"inputRequests": map[string]any{"name": elicitation("Who should be greeted?",
+			`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)}}
+
+	t.Run("answered", func(t *testing.T) {
+		f := &fakeMCP{toolsCall: func(p map[string]json.RawMessage) any {
+			if _, ok := p["inputResponses"]; !ok {
+				return nameRequest
+			}
+			return textResult("Hello, Ada!", false)
+		}}
+		url := f.start(t)
+		stdout, _, err := runCallTest(t, t.Context(), "Ada\n", "--url", url, "greet")
+		if err != nil {
+			t.Fatalf("runCall: %v", err)
+		}
+		if stdout != "Hello, Ada!\n" {
+			t.Errorf("stdout = %q", stdout)
+		}
+		_, calls, _ := f.recorded()
+		if len(calls) != 2 {
+			t.Fatalf("got %d tools/call, want 2", len(calls))
+		}
+		jsonEqual(t, `{"name":{"action":"accept","content":{"name":"Ada"}}}`, calls[1]["inputResponses"])
+		jsonEqual(t, `"state-1"`, calls[1]["requestState"])
+		jsonEqual(t, `{}`, calls[1]["arguments"])
+	})
+
+	t.Run("gives up after the round limit", func(t *testing.T) {
+		f := &fakeMCP{toolsCall: func(map[string]json.RawMessage) any { return nameRequest }}
+		url := f.start(t)
+		_, _, err := runCallTest(t, t.Context(), "", "--url", url, "greet")
+		if err == nil || !strings.Contains(err.Error(), "still asks for input after 10 rounds") {
+			t.Fatalf("error = %v, want the round limit", err)
+		}
+		_, calls, _ := f.recorded()
+		if len(calls) != maxInputRounds+1 {
+			t.Errorf("got %d tools/call, want %d", len(calls), maxInputRounds+1)
+		}
+		jsonEqual(t, `{"name":{"action":"cancel"}}`, calls[1]["inputResponses"])
+	})
+}
+
+func TestCallInterruptCancelsTask(t *testing.T) {
+	tests := []struct {
+		name         string
+		ignoreCancel bool
+		wantErr      string
+	}{
+		{name: "backend cancels", wantErr: "task cancelled"},
+		{name: "backend never finishes", ignoreCancel: true, wantErr: "task still not finished 200ms after the cancel request; giving up"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, interrupt := context.WithCancel(t.Context())
+			defer interrupt()
+			f := &fakeMCP{
+				toolsCall:    func(map[string]json.RawMessage) any { return createTask() },
+				states:       []map[string]any{taskState("working", "running", nil)},
+				ignoreCancel: tt.ignoreCancel,
+				afterGet: func(n int) {
+					if n == 2 {
+						interrupt()
+					}
+				},
+			}
+			url := f.start(t)
+			_, stderr, err := runCallTest(t, ctx, "", "--url", url, "--timeout", "200ms", "slow_compute")
+			if err == nil || err.Error() != tt.wantErr {
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+			if !strings.Contains(stderr, "cancel requested; waiting for the backend…\n") {
+				t.Errorf("stderr lacks the cancel notice:\n%s", stderr)
+			}
+			methods, _, _ := f.recorded()
+			cancels := 0
+			for _, m := range methods {
+				if m == "tasks/cancel" {
+					cancels++
+				}
+			}
+			if cancels != 1 {
+				t.Errorf("sent %d tasks/cancel, want 1 (methods %v)", cancels, methods)
+			}
+			if methods[len(methods)-1] != "tasks/get" {
+				t.Errorf("last request %q, want polling after the cancel", methods[len(methods)-1])
+			}
+		})
+	}
+}
+
+func TestCallUsageErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr error
+		wantMsg string
+	}{
+		{name: "no tool", args: nil, wantErr: exitError(2)},
+		{name: "too many arguments", args: []string{"a", "{}", "extra"}, wantErr: exitError(2)},
+		{name: "unknown flag", args: []string{"--bogus", "a"}, wantErr: exitError(2)},
+		{name: "bad header", args: []string{"--header", "nocolon", "a"}, wantErr: exitError(2)},
+		{name: "arguments not an object", args: []string{"a", "[1,2]"}, wantMsg: "JSON_ARGS must be a JSON object: [1,2]"},
+		{name: "help", args: []string{"-h"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := runCallTest(t, t.Context(), "", tt.args...)
+			switch {
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("error = %v, want %v", err, tt.wantErr)
+				}
+			case tt.wantMsg != "":
+				if err == nil || err.Error() != tt.wantMsg {
+					t.Errorf("error = %v, want %q", err, tt.wantMsg)
+				}
+			default:
+				if err != nil {
+					t.Errorf("error = %v, want nil", err)
+				}
+			}
+		})
+	}
+}
+
+func TestCallReportsRPCError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"invalid arguments: missing properties: [\"label\"]"}}`)
+	}))
+	defer srv.Close()
+	_, _, err := runCallTest(t, t.Context(), "", "--url", srv.URL, "slow_compute")
+	want := `calling tool slow_compute: tools/call: json-rpc error -32602: invalid arguments: missing properties: ["label"]`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
+	}
+}
+
+func TestStatusLineOnTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	s := &statusLine{w: &buf, tty: true, start: time.Now()}
+	s.show(mustTask(t, taskState("working", "step\n1", nil)))
+	s.show(mustTask(t, taskState("working", "step\n1", nil)))
+	s.finish()
+	want := "\r\x1b[K[working] step 1 (T)\r\x1b[K[working] step 1 (T)\n"
+	if diff := cmp.Diff(want, normalize(buf.String())); diff != "" {
+		t.Errorf("terminal output mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func mustTask(t *testing.T, state map[string]any) *taskclient.Task {
+	t.Helper()
+	data, err := json.Marshal(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task taskclient.Task
+	if err := json.Unmarshal(data, &task); err != nil {
+		t.Fatal(err)
+	}
+	return &task
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
+)
+
+// runDemo serves a catalog with every backend pointed at in-process fakes,
+// so that it works offline: the REST backends talk to the REST job API fake.
+// The task store is a SQLite file in a fresh temporary directory.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "configs/demo.yaml", "catalog `file`")
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only)")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return exitError(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: jobbridge demo [--config FILE] [--listen HOST:PORT]")
+		return exitError(2)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cat, err := loadCatalog(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	if err := checkLoopback(*listen); err != nil {
+		return err
+	}
+
+	jobs := jobapi.New(nil)
+	jobsURL, err := jobs.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the REST job API fake: %w", err)
+	}
+	defer jobs.Close()
+	for _, be := range cat.Backends {
+		if be.Type == "rest" {
+			be.REST.BaseURL = jobsURL
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "jobbridge-demo-")
+	if err != nil {
+		return fmt.Errorf("creating the demo state directory: %w", err)
+	}
+	storePath := filepath.Join(dir, "tasks.db")
+	fmt.Fprintf(stderr, "jobbridge demo: REST job API fake at %s; task store %s\n", jobsURL, storePath)
+
+	// Demo backends need no secrets: references to unset variables expand
+	// to placeholders instead of failing.
+	getenv := func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		return "demo-" + name, true
+	}
+	return serve(ctx, serveConfig{
+		catalog:  cat,
+		listen:   *listen,
+		store:    "sqlite:" + storePath,
+		logLevel: lvl,
+		sweep:    2 * time.Second,
+		ready: func(url string) {
+			fmt.Fprintf(stdout, `
+jobbridge demo is serving %d tools from %s at
+
+    %s
+
+Try it from another terminal:
+
+    go run ./cmd/jobbridge call --url %s build_report '{"report": "sales"}'
+
+Any MCP client that speaks protocol 2026-07-28 can connect to the URL above
+(Streamable HTTP, stateless). Press Ctrl-C to stop; the task store stays in
+%s.
+
+`, len(cat.Tools), cat.File, url, url, dir)
+		},
+	}, getenv, stdout, stderr)
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/rest"
+	"github.com/jobbridge/jobbridge/bridge"
+	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/sqlite"
+)
+
+// serveConfig is what serve and demo share.
+type serveConfig struct {
+	catalog  *catalog.Catalog
+	listen   string
+	store    string
+	stdio    bool
+	logLevel slog.Level
+	// sweep overrides the background sweep interval (tests, demo).
+	sweep time.Duration
+	// ready, when set, is called with the endpoint URL once listening.
+	ready func(url string)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "catalog `file` (required)")
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only until authentication is configured)")
+	store := fs.String("store", "", "task store `URL`: sqlite:PATH (default sqlite:jobbridge.db in the current directory)")
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return exitError(2)
+	}
+	if *configPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]")
+		return exitError(2)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cat, err := loadCatalog(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	if *store == "" {
+		*store = "sqlite:jobbridge.db"
+	}
+	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl}, os.LookupEnv, stdout, stderr)
+}
+
+// loadCatalog loads a catalog and prints every problem in it.
+func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
+	cat, err := catalog.Load(path)
+	if err != nil {
+		var errs catalog.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				fmt.Fprintln(stderr, e)
+			}
+			return nil, exitError(1)
+		}
+		return nil, err
+	}
+	return cat, nil
+}
+
+func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if !cfg.stdio {
+		if err := checkLoopback(cfg.listen); err != nil {
+			return err
+		}
+	}
+	store, err := openStore(ctx, cfg.store)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	adapterSet, err := buildAdapters(cfg.catalog, getenv, logger)
+	if err != nil {
+		return err
+	}
+	opts := bridge.Options{
+		Catalog:       cfg.catalog,
+		Store:         store,
+		Adapters:      adapterSet,
+		Build:         buildVersion(),
+		Logger:        logger,
+		SweepInterval: cfg.sweep,
+	}
+	b, err := bridge.New(opts)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if cfg.stdio {
+		logger.Info("serving MCP on stdio", "catalog", cfg.catalog.File, "tools", len(cfg.catalog.Tools))
+		return b.ServeStdio(ctx)
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", b.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	logger.Info("serving MCP", "url", url, "catalog", cfg.catalog.File, "revision", cfg.catalog.Revision, "tools", len(cfg.catalog.Tools), "store", cfg.store)
+	if cfg.ready != nil {
+		cfg.ready(url)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// checkLoopback refuses addresses other machines could reach: the server has
+// no authentication yet, and a task ID must not be the only thing between a
+// network and the jobs it starts.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--listen %q: refusing a non-loopback address: jobbridge has no authentication yet, so it only listens on 127.0.0.1, ::1 or localhost; put an authenticating proxy in front of it to reach it from elsewhere", addr)
+	}
+	return nil
+}
+
+// openStore opens the task store named by a store URL.
+func openStore(ctx context.Context, url string) (mapping.Store, error) {
+	scheme, rest, ok := strings.Cut(url, ":")
+	if !ok {
+		return nil, fmt.Errorf("--store %q: want sqlite:PATH", url)
+	}
+	switch scheme {
+	case "sqlite":
+		path := strings.TrimPrefix(rest, "//")
+		if path == "" {
+			return nil, fmt.Errorf("--store %q: missing path", url)
+		}
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("creating store directory: %w", err)
+			}
+		}
+		s, err := sqlite.Open(ctx, path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", path, err)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("--store %q: unknown store %q (known: sqlite)", url, scheme)
+}
+
+// buildAdapters constructs one adapter per backend of the catalog: the
+// explicit switchboard of backend types.
+func buildAdapters(cat *catalog.Catalog, getenv func(string) (string, bool), logger *slog.Logger) (map[string]adapters.Adapter, error) {
+	out := map[string]adapters.Adapter{}
+	var errs []error
+	for _, name := range cat.BackendOrder {
+		be := cat.Backends[name]
+		switch be.Type {
+		case "rest":
+			jobs := map[string]rest.JobConfig{}
+			for _, t := range cat.Tools {
+				if t.Backend == name && t.REST != nil {
+					jobs[t.Name] = *t.REST
+				}
+			}
+			a, err := rest.New(name, *be.REST, jobs, &rest.Options{
+				Logger: logger.With("backend", name),
+				Getenv: getenv,
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("backend %q: %w", name, err))
+				continue
+			}
+			out[name] = a
+		default:
+			errs = append(errs, fmt.Errorf("backend %q: unknown type %q", name, be.Type))
+		}
+	}
+	return out, errors.Join(errs...)
+}

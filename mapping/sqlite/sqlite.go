@@ -1,0 +1,413 @@
+// Package sqlite stores task mappings in an embedded SQLite database file
+// (pure Go, no cgo), the default store of a single bridge process.
+//
+// One process owns the file. The store serialises its writes through one
+// connection and reads through a small pool of read-only connections; SQLite
+// in WAL mode lets those reads run while a write commits. Several processes
+// opening the same file would not corrupt it, but they would contend for the
+// write lock: deployments with several replicas use mapping/postgres.
+//
+// Every write is durable when it returns (synchronous=FULL). Times are stored
+// as unix milliseconds in UTC and durations as milliseconds, so they read back
+// at millisecond precision.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jobbridge/jobbridge/mapping"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// busyTimeout is how long a connection waits for a lock held by another
+// connection before failing with SQLITE_BUSY.
+const busyTimeout = 5 * time.Second
+
+// readConns is the size of the read-only connection pool.
+const readConns = 4
+
+// Options tunes a Store. The zero value (or nil) is the default.
+type Options struct{}
+
+// Store is a mapping.Store backed by one SQLite database file.
+type Store struct {
+	// writer has exactly one connection: SQLite allows one writer at a time,
+	// and queueing writers in database/sql rather than in SQLite's busy
+	// handler keeps them fair and free of "database is locked" errors.
+	writer *sql.DB
+	// reader has read-only connections for Get and ListLive.
+	reader *sql.DB
+	// path is the absolute path of the database file.
+	path string
+
+	// Prepared statements: parsing a statement costs as much as running it.
+	create, update, purge *sql.Stmt // on writer
+	get, listLive         *sql.Stmt // on reader
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ mapping.Store = (*Store)(nil)
+
+// Open opens the database file at path, creating it with mode 0600 if it does
+// not exist, and brings its schema up to date. A database written by a newer
+// build (with a schema this build does not know) is refused. opts may be nil.
+//
+// The caller must Close the store. Only one process may use the file at a
+// time.
+func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("opening sqlite store: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	// Create the file ourselves so that it never exists with the umask's
+	// looser mode; SQLite gives the -wal and -shm files the same mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+
+	writer, err := sql.Open("sqlite", dsn(abs, false))
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, writer, ms); err != nil {
+		_ = writer.Close()
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+
+	reader, err := sql.Open("sqlite", dsn(abs, true))
+	if err != nil {
+		_ = writer.Close()
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	reader.SetMaxOpenConns(readConns)
+	reader.SetMaxIdleConns(readConns)
+	s := &Store{writer: writer, reader: reader, path: abs}
+	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// prepare prepares the store's statements.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		db    *sql.DB
+		query string
+	}{
+		{&s.create, s.writer, createQuery},
+		{&s.update, s.writer, updateQuery},
+		{&s.purge, s.writer, purgeQuery},
+		{&s.get, s.reader, getQuery},
+		{&s.listLive, s.reader, listLiveQuery},
+	} {
+		stmt, err := p.db.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("preparing statements: %w", err)
+		}
+		*p.stmt = stmt
+	}
+	return nil
+}
+
+// dsn returns the modernc.org/sqlite data source name for the file at the
+// absolute path abs. Every connection waits busyTimeout for locks; the writer
+// switches the file to WAL, commits with synchronous=FULL and begins its
+// transactions IMMEDIATE (taking the write lock up front, so a transaction
+// never fails to upgrade a read lock); readers are query-only.
+func dsn(abs string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// columns lists the tasks columns in the order scanTask reads them and Create
+// binds them.
+const columns = `key, principal, tool, args_digest, args, server_build, catalog_revision,
+	backend, job_ref, correlation_id, phase, status, status_message,
+	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
+	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
+	observation, observed_at, missing_since, outcome, version`
+
+// terminalStatuses is the SQL list of terminal statuses.
+const terminalStatuses = `('completed', 'failed', 'cancelled')`
+
+// createQuery inserts a task, binding columns in order.
+const createQuery = `INSERT INTO tasks (` + columns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// updateQuery writes the mutable columns of a task if its version matches
+// and it is not terminal.
+const updateQuery = `UPDATE tasks SET
+	tool = ?, args_digest = ?, args = ?, server_build = ?, catalog_revision = ?,
+	backend = ?, job_ref = ?, correlation_id = ?, phase = ?, status = ?, status_message = ?,
+	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
+	cancel_requested_at = ?, cancel_forwarded_at = ?, input_requests = ?, answered_keys = ?,
+	observation = ?, observed_at = ?, missing_since = ?, outcome = ?,
+	version = version + 1
+	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
+
+// getQuery reads a task by primary key.
+const getQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE key = ? AND principal = ? AND expires_at > ?`
+
+// listLiveQuery walks the tasks_live partial index (its status condition is
+// the index's), which also yields the order: SQLite sorts NULL first, so
+// never-observed tasks lead.
+const listLiveQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE status IN ('working', 'input_required') AND expires_at > ?
+	ORDER BY observed_at, created_at
+	LIMIT ?`
+
+// purgeQuery deletes along the tasks_expires_at index.
+const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
+
+// Create inserts t. A key that already exists is an error.
+func (s *Store) Create(ctx context.Context, t *mapping.Task) error {
+	_, err := s.create.ExecContext(ctx,
+		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
+		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
+	)
+	if err != nil {
+		return fmt.Errorf("creating task: %w", err)
+	}
+	return nil
+}
+
+// Get returns the task with key if it belongs to principal and has not
+// expired at now; otherwise it returns mapping.ErrNotFound.
+func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now time.Time) (*mapping.Task, error) {
+	row := s.get.QueryRowContext(ctx, key[:], principal, now.UnixMilli())
+	t, err := scanTask(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, mapping.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task: %w", err)
+	}
+	return t, nil
+}
+
+// Update writes every field of t except Key, Principal and CreatedAt, which
+// never change, if the stored row has t.Version and is not terminal; then it
+// increments t.Version. Otherwise, and for an unknown key, it returns
+// mapping.ErrConflict.
+func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
+	res, err := s.update.ExecContext(ctx,
+		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
+		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome),
+		t.Key[:], t.Version,
+	)
+	if err != nil {
+		return fmt.Errorf("updating task: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("updating task: %w", err)
+	}
+	if n == 0 {
+		return mapping.ErrConflict
+	}
+	t.Version++
+	return nil
+}
+
+// ListLive returns up to limit tasks that are neither terminal nor expired at
+// now, never-observed tasks first, then by oldest observation, then by
+// creation.
+func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapping.Task, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.listLive.QueryContext(ctx, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing live tasks: %w", err)
+	}
+	defer rows.Close()
+	var ts []*mapping.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing live tasks: %w", err)
+		}
+		ts = append(ts, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing live tasks: %w", err)
+	}
+	return ts, nil
+}
+
+// PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
+// Get no longer returns) and returns how many it deleted. It deletes them in
+// one statement, so that an error leaves every row in place.
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	res, err := s.purge.ExecContext(ctx, now.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("purging expired tasks: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purging expired tasks: %w", err)
+	}
+	return int(n), nil
+}
+
+// Close closes the database. Further calls return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.get, s.listLive} {
+			if stmt != nil {
+				errs = append(errs, stmt.Close())
+			}
+		}
+		// Close readers first, so that the writer's connection is the last
+		// one and checkpoints the WAL into the database file.
+		errs = append(errs, s.reader.Close(), s.writer.Close())
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("closing sqlite store: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanTask reads one row of columns.
+func scanTask(row scanner) (*mapping.Task, error) {
+	var (
+		t                                                               mapping.Task
+		key                                                             []byte
+		phase, status                                                   string
+		createdAt, updatedAt, ttl, expiresAt, pollInterval              int64
+		cancelRequestedAt, cancelForwardedAt, observedAt, missingSince  sql.NullInt64
+		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
+	)
+	err := row.Scan(
+		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
+		&t.Backend, &jobRef, &t.CorrelationID, &phase, &status, &t.StatusMessage,
+		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
+		&cancelRequestedAt, &cancelForwardedAt, &inputRequests, &answeredKeys,
+		&observation, &observedAt, &missingSince, &outcome, &t.Version,
+	)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != len(t.Key) {
+		return nil, fmt.Errorf("stored key has %d bytes, want %d", len(key), len(t.Key))
+	}
+	copy(t.Key[:], key)
+	t.Phase = mapping.Phase(phase)
+	t.Status = mapping.Status(status)
+	t.CreatedAt = timeOf(createdAt)
+	t.UpdatedAt = timeOf(updatedAt)
+	t.TTL = time.Duration(ttl) * time.Millisecond
+	t.ExpiresAt = timeOf(expiresAt)
+	t.PollInterval = time.Duration(pollInterval) * time.Millisecond
+	t.CancelRequestedAt = timePtrOf(cancelRequestedAt)
+	t.CancelForwardedAt = timePtrOf(cancelForwardedAt)
+	t.ObservedAt = timePtrOf(observedAt)
+	t.MissingSince = timePtrOf(missingSince)
+	t.Args = args.b
+	t.JobRef = jobRef.b
+	t.InputRequests = inputRequests.b
+	t.AnsweredKeys = answeredKeys.b
+	t.Observation = observation.b
+	t.Outcome = outcome.b
+	return &t, nil
+}
+
+// blob returns b as a column value: NULL for nil, a (possibly empty) BLOB
+// otherwise.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+// millis returns t as a column value: NULL for nil, unix milliseconds
+// otherwise.
+func millis(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// timeOf converts stored unix milliseconds to a UTC time.
+func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// timePtrOf converts a nullable stored time.
+func timePtrOf(ms sql.NullInt64) *time.Time {
+	if !ms.Valid {
+		return nil
+	}
+	t := timeOf(ms.Int64)
+	return &t
+}
+
+// nullBlob scans a nullable BLOB, keeping NULL (nil) apart from an empty
+// BLOB (non-nil, zero length).
+type nullBlob struct{ b []byte }
+
+// Scan implements sql.Scanner.
+func (n *nullBlob) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		n.b = nil
+	case []byte:
+		n.b = append(make([]byte, 0, len(v)), v...)
+	case string:
+		n.b = []byte(v)
+	default:
+		return fmt.Errorf("scanning %T into a blob", src)
+	}
+	return nil
+}

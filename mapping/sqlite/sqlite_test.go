@@ -1,0 +1,483 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/storetest"
+)
+
+// openAt opens the store at path and closes it when the test ends.
+func openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "tasks.db"))
+}
+
+func TestStoreContract(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T) mapping.Store { return openTemp(t) },
+		Reopen: func(t *testing.T, old mapping.Store) mapping.Store {
+			s := old.(*Store)
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return openAt(t, s.path)
+		},
+	})
+}
+
+// task returns a live task created at now.
+func task(id string, now time.Time) *mapping.Task {
+	now = now.UTC().Truncate(time.Millisecond)
+	return &mapping.Task{
+		Key:           mapping.KeyOf(id),
+		Principal:     "alice",
+		Tool:          "deploy",
+		ArgsDigest:    "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef",
+		Backend:       "rest",
+		JobRef:        json.RawMessage(`{"id":"job-1"}`),
+		CorrelationID: "corr-" + id,
+		Phase:         mapping.PhaseSubmitted,
+		Status:        mapping.StatusWorking,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		TTL:           time.Hour,
+		ExpiresAt:     now.Add(time.Hour),
+		PollInterval:  5 * time.Second,
+		Observation:   json.RawMessage(`{"state":"working"}`),
+	}
+}
+
+// queryColumn returns the single column of query's rows.
+func queryColumn[T any](t *testing.T, db *sql.DB, query string) []T {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var vs []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return vs
+}
+
+func queryInts(t *testing.T, db *sql.DB, query string) []int { return queryColumn[int](t, db, query) }
+
+func queryStrings(t *testing.T, db *sql.DB, query string) []string {
+	return queryColumn[string](t, db, query)
+}
+
+func TestReopenKeepsSchemaAndData(t *testing.T) {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for _, m := range ms {
+		want = append(want, m.version)
+	}
+
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	now := time.Now()
+	created := task("task-1", now)
+	for i := range 3 {
+		s, err := Open(t.Context(), path, nil)
+		if err != nil {
+			t.Fatalf("Open #%d: %v", i+1, err)
+		}
+		if i == 0 {
+			if err := s.Create(t.Context(), created.Clone()); err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+		}
+		if diff := cmp.Diff(want, queryInts(t, s.reader, `SELECT version FROM schema_migrations ORDER BY version`)); diff != "" {
+			t.Errorf("Open #%d: applied migrations mismatch (-want +got):\n%s", i+1, diff)
+		}
+		got, err := s.Get(t.Context(), created.Key, "alice", now)
+		if err != nil {
+			t.Fatalf("Open #%d: Get: %v", i+1, err)
+		}
+		if diff := cmp.Diff(created, got); diff != "" {
+			t.Errorf("Open #%d: task mismatch (-want +got):\n%s", i+1, diff)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(t.Context(), `INSERT INTO schema_migrations (version) VALUES (9999)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(t.Context(), path, nil)
+	if err == nil || !strings.Contains(err.Error(), "newer than this build supports") {
+		t.Fatalf("Open of a database from a newer build = %v, want a schema version error", err)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	v1 := &fstest.MapFile{Data: []byte(`CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);`)}
+	v2 := &fstest.MapFile{Data: []byte(`CREATE TABLE b (y INTEGER); INSERT INTO a VALUES (2);`)}
+	broken := &fstest.MapFile{Data: []byte(`CREATE TABLE c (z INTEGER); INSERT INTO nowhere VALUES (3);`)}
+
+	tests := []struct {
+		name string
+		// builds are the migration sets of successive builds opening one
+		// file; only the last may fail.
+		builds  []fstest.MapFS
+		wantErr bool
+		// wantVersions, wantTables and wantRows describe the file afterwards.
+		wantVersions []int
+		wantTables   []string
+		wantRows     int
+	}{
+		{
+			name:         "one build",
+			builds:       []fstest.MapFS{{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2}},
+			wantVersions: []int{1, 2},
+			wantTables:   []string{"a", "b", "schema_migrations"},
+			wantRows:     2,
+		},
+		{
+			name: "same build reopening",
+			builds: []fstest.MapFS{
+				{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2},
+				{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2},
+			},
+			wantVersions: []int{1, 2},
+			wantTables:   []string{"a", "b", "schema_migrations"},
+			wantRows:     2,
+		},
+		{
+			name: "upgrade applies only the pending migration",
+			builds: []fstest.MapFS{
+				{"migrations/0001_a.sql": v1},
+				{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2},
+			},
+			wantVersions: []int{1, 2},
+			wantTables:   []string{"a", "b", "schema_migrations"},
+			wantRows:     2,
+		},
+		{
+			name: "a failing migration applies nothing",
+			builds: []fstest.MapFS{
+				{"migrations/0001_a.sql": v1},
+				{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2, "migrations/0003_c.sql": broken},
+			},
+			wantErr:      true,
+			wantVersions: []int{1},
+			wantTables:   []string{"a", "schema_migrations"},
+			wantRows:     1,
+		},
+		{
+			name: "downgrade is refused",
+			builds: []fstest.MapFS{
+				{"migrations/0001_a.sql": v1, "migrations/0002_b.sql": v2},
+				{"migrations/0001_a.sql": v1},
+			},
+			wantErr:      true,
+			wantVersions: []int{1, 2},
+			wantTables:   []string{"a", "b", "schema_migrations"},
+			wantRows:     2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := sql.Open("sqlite", dsn(filepath.Join(t.TempDir(), "m.db"), false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for i, fsys := range tt.builds {
+				ms, err := loadMigrations(fsys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = migrate(t.Context(), db, ms)
+				if last := i == len(tt.builds)-1; !last && err != nil {
+					t.Fatalf("build %d: migrate: %v", i+1, err)
+				} else if last && (err != nil) != tt.wantErr {
+					t.Fatalf("build %d: migrate error = %v, want error: %t", i+1, err, tt.wantErr)
+				}
+			}
+			if diff := cmp.Diff(tt.wantVersions, queryInts(t, db, `SELECT version FROM schema_migrations ORDER BY version`)); diff != "" {
+				t.Errorf("applied versions mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantTables, queryStrings(t, db, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)); diff != "" {
+				t.Errorf("tables mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]int{tt.wantRows}, queryInts(t, db, `SELECT count(*) FROM a`)); diff != "" {
+				t.Errorf("rows in a mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadMigrationsRejects(t *testing.T) {
+	sql := &fstest.MapFile{Data: []byte(`SELECT 1;`)}
+	tests := []struct {
+		name string
+		fsys fstest.MapFS
+		want string
+	}{
+		{"no migrations", fstest.MapFS{"migrations/README": &fstest.MapFile{}}, "migration README"},
+		{"empty directory", fstest.MapFS{"migrations": &fstest.MapFile{Mode: os.ModeDir}}, "none embedded"},
+		{"missing version", fstest.MapFS{"migrations/tasks.sql": sql}, "not NNNN_description.sql"},
+		{"non-numeric version", fstest.MapFS{"migrations/v1_tasks.sql": sql}, "not a positive integer"},
+		{"zero version", fstest.MapFS{"migrations/0000_tasks.sql": sql}, "not a positive integer"},
+		{"duplicate version", fstest.MapFS{"migrations/0001_a.sql": sql, "migrations/1_b.sql": sql}, "does not follow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadMigrations(tt.fsys)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("loadMigrations = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFileMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, path)
+	// A write makes sure the WAL exists.
+	if err := s.Create(t.Context(), task("task-1", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("mode of %s = %v, want -rw-------", filepath.Base(p), got)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+	}{
+		{"empty path", ""},
+		{"missing directory", filepath.Join(t.TempDir(), "missing", "tasks.db")},
+		{"directory", t.TempDir()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Open(t.Context(), tt.path, nil)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("Open succeeded, want an error")
+			}
+			if !strings.HasPrefix(err.Error(), "opening sqlite store") {
+				t.Errorf("Open error = %q, want it to start with %q", err, "opening sqlite store")
+			}
+		})
+	}
+}
+
+func TestEmptyAndNilBlobsStayApart(t *testing.T) {
+	s := openTemp(t)
+	now := time.Now()
+	want := task("task-1", now) // Args nil
+	want.Outcome = json.RawMessage{}
+	// Not a Clone: Clone turns empty into nil.
+	if err := s.Create(t.Context(), want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(t.Context(), want.Key, "alice", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome == nil || len(got.Outcome) != 0 {
+		t.Errorf("Outcome = %#v, want empty and not nil", got.Outcome)
+	}
+	if got.Args != nil {
+		t.Errorf("Args = %#v, want nil", got.Args)
+	}
+}
+
+// TestConcurrentLoad runs creates, reads, updates, listings and purges from
+// many goroutines at once: the only error allowed is ErrConflict.
+func TestConcurrentLoad(t *testing.T) {
+	const (
+		workers = 20
+		rounds  = 10
+	)
+	s := openTemp(t)
+	now := time.Now()
+	hot := task("hot", now)
+	if err := s.Create(t.Context(), hot.Clone()); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, workers)
+	)
+	for i := range workers {
+		wg.Go(func() {
+			errs <- func() error {
+				own := task(fmt.Sprintf("task-%d", i), now)
+				if err := s.Create(t.Context(), own); err != nil {
+					return err
+				}
+				for j := range rounds {
+					own.StatusMessage = fmt.Sprintf("round %d", j)
+					if err := s.Update(t.Context(), own); err != nil {
+						return fmt.Errorf("updating own task: %w", err)
+					}
+					cur, err := s.Get(t.Context(), hot.Key, "alice", now)
+					if err != nil {
+						return err
+					}
+					cur.StatusMessage = fmt.Sprintf("worker %d round %d", i, j)
+					if err := s.Update(t.Context(), cur); err != nil && !errors.Is(err, mapping.ErrConflict) {
+						return fmt.Errorf("updating hot task: %w", err)
+					}
+					if _, err := s.ListLive(t.Context(), now, 5); err != nil {
+						return err
+					}
+					if _, err := s.PurgeExpired(t.Context(), now.Add(-time.Hour)); err != nil {
+						return err
+					}
+				}
+				got, err := s.Get(t.Context(), own.Key, "alice", now)
+				if err != nil {
+					return err
+				}
+				if got.Version != rounds {
+					return fmt.Errorf("own task version = %d, want %d", got.Version, rounds)
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestQueriesUseIndexes checks that no query reads the whole table or sorts:
+// Get and PurgeExpired search an index, ListLive walks the live index in
+// order.
+func TestQueriesUseIndexes(t *testing.T) {
+	tests := []struct {
+		name  string
+		query string
+		args  []any
+		want  []string
+	}{
+		{"Get", getQuery, []any{[]byte("k"), "p", 0}, []string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (key=?)"}},
+		{"ListLive", listLiveQuery, []any{0, 10}, []string{"SCAN tasks USING INDEX tasks_live"}},
+		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING INDEX tasks_expires_at (expires_at<?)"}},
+	}
+	s := openTemp(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, notused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, plan); diff != "" {
+				t.Errorf("query plan mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func BenchmarkCreate(b *testing.B) {
+	s := openTemp(b)
+	now := time.Now()
+	i := 0
+	for b.Loop() {
+		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	const n = 1000
+	s := openTemp(b)
+	now := time.Now()
+	keys := make([]mapping.Key, n)
+	for i := range n {
+		t := task(fmt.Sprintf("task-%d", i), now)
+		keys[i] = t.Key
+		if err := s.Create(b.Context(), t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		if _, err := s.Get(b.Context(), keys[i%n], "alice", now); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -1,0 +1,192 @@
+// Package mapping defines the durable store of task ↔ backend job mappings.
+//
+// The store is the only state the bridge keeps. It holds one row per task,
+// keyed by the SHA-256 of the task ID (never the ID itself, which is a bearer
+// secret), bound to the principal that created it. Implementations live in
+// mapping/sqlite (embedded, one process) and mapping/postgres (several
+// replicas); mapping/storetest is the contract suite both must pass.
+package mapping
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Store is a durable table of tasks.
+//
+// All methods must be safe for concurrent use by multiple goroutines (and, for
+// shared databases, by several processes). A method that returns an error has
+// not changed anything.
+type Store interface {
+	// Create inserts a new task. It returns only once the row is durable, so
+	// that a Get for the same key resolves. Creating a key that already exists
+	// returns an error.
+	Create(ctx context.Context, t *Task) error
+
+	// Get returns the task with the given key if it belongs to principal. A
+	// task of another principal, an unknown key and a task whose ExpiresAt
+	// has passed (relative to now) all return ErrNotFound, indistinguishably.
+	Get(ctx context.Context, key Key, principal string, now time.Time) (*Task, error)
+
+	// Update writes t if the stored row still has t.Version and is not
+	// terminal, and then increments t.Version. If another writer got there
+	// first, or the stored row is terminal, it returns ErrConflict and changes
+	// nothing; the caller re-reads and decides again. This makes every state
+	// transition conditional: a terminal state is written once and never
+	// changes afterwards.
+	Update(ctx context.Context, t *Task) error
+
+	// ListLive returns up to limit tasks that are not terminal and have not
+	// expired, oldest observation first (tasks never observed come first).
+	// Sweeps use it to observe tasks no client is polling.
+	ListLive(ctx context.Context, now time.Time, limit int) ([]*Task, error)
+
+	// PurgeExpired deletes tasks whose ExpiresAt is not after now and returns how
+	// many it deleted.
+	PurgeExpired(ctx context.Context, now time.Time) (int, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+var (
+	// ErrNotFound is returned for an unknown, foreign or expired task.
+	ErrNotFound = errors.New("task not found")
+	// ErrConflict is returned by Update when the row changed since it was read
+	// or is already terminal.
+	ErrConflict = errors.New("task changed concurrently")
+)
+
+// Key is the SHA-256 of a task ID: the only form in which a store sees it.
+type Key [sha256.Size]byte
+
+// KeyOf returns the store key of a task ID.
+func KeyOf(taskID string) Key { return sha256.Sum256([]byte(taskID)) }
+
+// Status is a task's MCP status.
+type Status string
+
+// The five task states of the Tasks extension.
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s is completed, failed or cancelled.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Phase is where a task is in the bridge's create path.
+type Phase string
+
+const (
+	// PhaseConfirming: the task waits for the user to confirm; no job exists.
+	PhaseConfirming Phase = "confirming"
+	// PhaseSubmitting: the row is committed and a submission may be under way.
+	// A task that stays here past the submit timeout was left by a crash and
+	// is reconciled.
+	PhaseSubmitting Phase = "submitting"
+	// PhaseSubmitted: the backend job reference is recorded.
+	PhaseSubmitted Phase = "submitted"
+	// PhaseDone: the task is terminal.
+	PhaseDone Phase = "done"
+)
+
+// Task is one row of the store. Fields marked "bridge-owned JSON" are stored
+// as given and never interpreted by the store.
+type Task struct {
+	Key       Key
+	Principal string
+	// Tool is the catalog name of the tool that was called.
+	Tool string
+	// ArgsDigest is a hex SHA-256 of the canonical JSON arguments.
+	ArgsDigest string
+	// Args holds the arguments only while they are still needed to submit the
+	// job (PhaseConfirming); the bridge clears them once the job is submitted.
+	Args json.RawMessage
+	// ServerBuild and CatalogRevision record what created the task.
+	ServerBuild     string
+	CatalogRevision string
+	// Backend is the catalog name of the backend.
+	Backend string
+	// JobRef is the adapter's opaque reference (JSON), nil until submitted.
+	JobRef json.RawMessage
+	// CorrelationID is the bridge-generated ID sent to the backend. It is not
+	// the task ID.
+	CorrelationID string
+
+	Phase         Phase
+	Status        Status
+	StatusMessage string
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// TTL is the task's lifetime from CreatedAt; ExpiresAt = CreatedAt + TTL.
+	TTL       time.Duration
+	ExpiresAt time.Time
+	// PollInterval is the pollIntervalMs advertised to the client.
+	PollInterval time.Duration
+
+	// CancelRequestedAt is set when a client asked to cancel.
+	CancelRequestedAt *time.Time
+	// CancelForwardedAt is set when a replica claimed forwarding the cancel
+	// downstream; the claim (an Update) makes the forward happen once.
+	CancelForwardedAt *time.Time
+
+	// InputRequests are the outstanding input requests (bridge-owned JSON).
+	InputRequests json.RawMessage
+	// AnsweredKeys lists input keys already answered (bridge-owned JSON).
+	AnsweredKeys json.RawMessage
+
+	// Observation is the last backend observation (bridge-owned JSON) and
+	// ObservedAt when it was made.
+	Observation json.RawMessage
+	ObservedAt  *time.Time
+	// MissingSince is when the backend first stopped reporting the job.
+	MissingSince *time.Time
+
+	// Outcome is the first terminal outcome (bridge-owned JSON: the inlined
+	// result or error), written together with a terminal Status.
+	Outcome json.RawMessage
+
+	// Version increments on every Update; it makes updates conditional.
+	Version int64
+}
+
+// Clone returns a deep copy of t.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Args = cloneBytes(t.Args)
+	c.JobRef = cloneBytes(t.JobRef)
+	c.InputRequests = cloneBytes(t.InputRequests)
+	c.AnsweredKeys = cloneBytes(t.AnsweredKeys)
+	c.Observation = cloneBytes(t.Observation)
+	c.Outcome = cloneBytes(t.Outcome)
+	c.CancelRequestedAt = cloneTime(t.CancelRequestedAt)
+	c.CancelForwardedAt = cloneTime(t.CancelForwardedAt)
+	c.ObservedAt = cloneTime(t.ObservedAt)
+	c.MissingSince = cloneTime(t.MissingSince)
+	return &c
+}
+
+func cloneBytes(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
