@@ -469,7 +469,9 @@ func TestCancel(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ctx := t.Context()
 	task := h.createTask("long_job", nil)
-	h.waitFor(task.TaskID, "submitted", func(tk *taskclient.Task) bool { return strings.Contains(tk.StatusMessage, "job-") || strings.Contains(tk.StatusMessage, "running") })
+	h.waitFor(task.TaskID, "submitted", func(tk *taskclient.Task) bool {
+		return strings.Contains(tk.StatusMessage, "job-") || strings.Contains(tk.StatusMessage, "running")
+	})
 
 	// Many clients cancel at once: the backend hears about it once.
 	var wg sync.WaitGroup
@@ -730,7 +732,9 @@ func TestSyncCallForwardsCancelWhenClientGoesAway(t *testing.T) {
 func TestRestartLosesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	task := h.createTask("slow_compute", map[string]any{"seconds": 1, "label": "restart"})
-	h.waitFor(task.TaskID, "submitted", func(tk *taskclient.Task) bool { return tk.Status == "working" && !strings.Contains(tk.StatusMessage, "submitting") })
+	h.waitFor(task.TaskID, "submitted", func(tk *taskclient.Task) bool {
+		return tk.Status == "working" && !strings.Contains(tk.StatusMessage, "submitting")
+	})
 	h.stop() // the server goes away mid-task
 
 	again := newHarness(t, harnessOptions{storePath: h.storePath, fake: h.fake})
