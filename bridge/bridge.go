@@ -204,7 +204,9 @@ func (b *Bridge) ServeStdio(ctx context.Context) error {
 }
 
 func (b *Bridge) newServer() *mcp.Server {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	// The SDK answers prompts/list (with an empty list) whatever the server
+	// offers, so the capability is declared to match what it answers.
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}}
 	caps.AddExtension(TasksExtension, nil)
 	name, version := b.cat.Server.Name, b.cat.Server.Version
 	if name == "" {
