@@ -26,7 +26,7 @@ import (
 // harness runs a bridge over HTTP against the REST job API fake, with a
 // SQLite store, as `jobbridge serve` does.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	fake      *jobapi.Server
 	cat       *catalog.Catalog
 	storePath string
@@ -43,10 +43,12 @@ type harnessOptions struct {
 	fake          *jobapi.Server
 	submitTimeout time.Duration
 	sweep         time.Duration
+	now           func() time.Time
+	tune          func(*catalog.Catalog)
 	adapters      func(map[string]adapters.Adapter) map[string]adapters.Adapter
 }
 
-func newHarness(t *testing.T, o harnessOptions) *harness {
+func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, fake: o.fake}
 	if h.fake == nil {
@@ -70,7 +72,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 
 var fakeURLs sync.Map // *jobapi.Server -> base URL
 
-func fakeURL(t *testing.T, s *jobapi.Server) string {
+func fakeURL(t testing.TB, s *jobapi.Server) string {
 	v, ok := fakeURLs.Load(s)
 	if !ok {
 		t.Fatal("fake not started by the harness")
@@ -78,7 +80,7 @@ func fakeURL(t *testing.T, s *jobapi.Server) string {
 	return v.(string)
 }
 
-func loadCatalog(t *testing.T, baseURL string) *catalog.Catalog {
+func loadCatalog(t testing.TB, baseURL string) *catalog.Catalog {
 	t.Helper()
 	cat, err := catalog.Load("testdata/catalog.yaml")
 	if err != nil {
@@ -93,6 +95,9 @@ func loadCatalog(t *testing.T, baseURL string) *catalog.Catalog {
 func (h *harness) start(o harnessOptions) {
 	t := h.t
 	fakeURLs.Store(h.fake, h.cat.Backends["jobs"].REST.BaseURL)
+	if o.tune != nil {
+		o.tune(h.cat)
+	}
 	store, err := sqlite.Open(t.Context(), h.storePath, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +123,7 @@ func (h *harness) start(o harnessOptions) {
 		HTTPPrincipal: o.principal,
 		SubmitTimeout: o.submitTimeout,
 		SweepInterval: o.sweep,
+		Now:           o.now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -804,5 +810,77 @@ func TestCrashBeforeSubmissionIsReconciled(t *testing.T) {
 	}
 	if n := h.fake.Submissions("jb-never-sent"); n != 0 {
 		t.Errorf("%d submissions, want 0: reconciliation never submits", n)
+	}
+}
+
+// clock is a settable clock for the bridge (the fake backend keeps real time).
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestExpiredTasksAreGoneAndPurged(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	h := newHarness(t, harnessOptions{now: clk.Now, sweep: 20 * time.Millisecond})
+	task := h.createTask("long_job", nil)
+	if task.TTLMs == nil || *task.TTLMs != time.Hour.Milliseconds() {
+		t.Fatalf("ttlMs = %v, want one hour", task.TTLMs)
+	}
+	created := clk.Now()
+	clk.Advance(59 * time.Minute)
+	if _, err := h.tasks.GetTask(t.Context(), task.TaskID); err != nil {
+		t.Fatalf("a task within its TTL must resolve: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	_, err := h.tasks.GetTask(t.Context(), task.TaskID)
+	if code := rpcCode(t, err); code != -32602 {
+		t.Fatalf("expired task: code %d, want -32602", code)
+	}
+	// The sweep deletes the row.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := h.store.Get(t.Context(), mapping.KeyOf(task.TaskID), "anonymous", created)
+		if errors.Is(err, mapping.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expired task still stored: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPollIntervalGrowsForLongTasks(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	h := newHarness(t, harnessOptions{now: clk.Now})
+	task := h.createTask("long_job", nil)
+	base := *task.PollIntervalMs
+	for _, tc := range []struct {
+		advance time.Duration
+		want    int64
+	}{
+		{5 * time.Minute, base},
+		{6 * time.Minute, 2 * base}, // 11 minutes old
+	} {
+		clk.Advance(tc.advance)
+		got, err := h.tasks.GetTask(t.Context(), task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *got.PollIntervalMs != tc.want {
+			t.Errorf("after %s more: pollIntervalMs %d, want %d", tc.advance, *got.PollIntervalMs, tc.want)
+		}
 	}
 }
