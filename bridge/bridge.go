@@ -60,6 +60,12 @@ type Options struct {
 	// expired tasks, reconciles interrupted submissions, forwards pending
 	// cancels and observes live tasks no client is polling. Default 10s.
 	SweepInterval time.Duration
+	// SweepLease is how long a replica holds the tasks a sweep claimed from a
+	// shared store; a replica that dies loses them after this. Default three
+	// sweep intervals.
+	SweepLease time.Duration
+	// ReplicaID names this process in sweep leases. Default: random.
+	ReplicaID string
 	// SweepObserveAge is how old a live task's last observation may get
 	// before the sweep observes it. Default 1m.
 	SweepObserveAge time.Duration
@@ -92,6 +98,9 @@ type Bridge struct {
 	wg     sync.WaitGroup
 
 	polls singleflight.Group
+	// shared is set when the store is shared with other replicas.
+	shared  bool
+	replica string
 
 	mu       sync.Mutex
 	inflight map[mapping.Key]bool      // submissions running in this process
@@ -121,6 +130,10 @@ func New(opts Options) (*Bridge, error) {
 	setDefault(&opts.CallTimeout, 15*time.Second)
 	setDefault(&opts.SweepInterval, 10*time.Second)
 	setDefault(&opts.SweepObserveAge, time.Minute)
+	setDefault(&opts.SweepLease, 3*opts.SweepInterval)
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = "replica-" + randomToken(6)
+	}
 	if opts.StateKey == nil {
 		opts.StateKey = make([]byte, 32)
 		rand.Read(opts.StateKey)
@@ -140,7 +153,9 @@ func New(opts Options) (*Bridge, error) {
 		log:      opts.Logger,
 		inflight: map[mapping.Key]bool{},
 		backoff:  map[mapping.Key]time.Time{},
+		replica:  opts.ReplicaID,
 	}
+	_, b.shared = opts.Store.(liveClaimer)
 	for _, ct := range opts.Catalog.Tools {
 		a := opts.Adapters[ct.Backend]
 		if a == nil {

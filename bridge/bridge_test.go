@@ -884,3 +884,27 @@ func TestPollIntervalGrowsForLongTasks(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelClaimLeftByADeadProcessIsTakenOver(t *testing.T) {
+	h := newHarness(t, harnessOptions{sweep: 50 * time.Millisecond})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return strings.HasPrefix(tk.StatusMessage, "running") })
+	// A process recorded the cancel and claimed forwarding it, then died
+	// before the backend heard of it.
+	row, err := h.store.Get(t.Context(), mapping.KeyOf(task.TaskID), "anonymous", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Hour)
+	row.CancelRequestedAt, row.CancelForwardedAt = &long, &long
+	if err := h.store.Update(t.Context(), row); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitTerminal(task.TaskID)
+	if got.Status != "cancelled" {
+		t.Fatalf("status %s, want cancelled", got.Status)
+	}
+	if n := h.fake.Cancels(jobIDOf(t, h, task.TaskID)); n != 1 {
+		t.Errorf("backend received %d cancels, want 1", n)
+	}
+}

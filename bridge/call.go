@@ -400,7 +400,7 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 		t.JobRef = refJSON
 		t.Args = nil
 		t.StatusMessage = fmt.Sprintf("job %s submitted to %s", ref.ID, t.Backend)
-		forward = claimCancel(t, now)
+		forward = claimCancel(t, now, b.staleClaim())
 		return true
 	})
 	if err != nil {
@@ -496,16 +496,25 @@ func (b *Bridge) mutate(task *mapping.Task, fn func(t *mapping.Task, now time.Ti
 	return nil, fmt.Errorf("updating task: %w", mapping.ErrConflict)
 }
 
-// claimCancel marks the cancel of a submitted task as forwarded, if it was
-// requested and not forwarded yet. The conditional write that carries the
-// claim makes the forward happen once.
-func claimCancel(t *mapping.Task, now time.Time) bool {
-	if t.CancelRequestedAt == nil || t.CancelForwardedAt != nil || t.Phase != mapping.PhaseSubmitted {
+// claimCancel marks the cancel of a submitted task as being forwarded, if it
+// was requested and not forwarded yet. The conditional write that carries
+// the claim makes the forward happen once. A claim that the backend never
+// confirmed (CancelSentAt) and that is older than stale was left by a
+// process that died while forwarding; it may be claimed again.
+func claimCancel(t *mapping.Task, now time.Time, stale time.Duration) bool {
+	if t.CancelRequestedAt == nil || t.CancelSentAt != nil || t.Phase != mapping.PhaseSubmitted {
+		return false
+	}
+	if t.CancelForwardedAt != nil && now.Sub(*t.CancelForwardedAt) < stale {
 		return false
 	}
 	t.CancelForwardedAt = &now
 	return true
 }
+
+// staleClaim is how long a cancel claim may stay unconfirmed before another
+// attempt may take it over.
+func (b *Bridge) staleClaim() time.Duration { return 2*b.opts.CallTimeout + b.opts.SweepInterval }
 
 // Result helpers.
 

@@ -115,9 +115,10 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task) *mapping.Task {
 		return t
 	}
 	v, _, _ := b.polls.Do(string(t.Key[:]), func() (any, error) {
-		if t.Phase == mapping.PhaseSubmitting {
+		switch {
+		case t.Phase == mapping.PhaseSubmitting:
 			b.reconcile(t)
-		} else {
+		case b.claimObservation(t, tl):
 			b.observe(t)
 		}
 		cur, err := b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now())
@@ -130,6 +131,28 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task) *mapping.Task {
 		return cur
 	}
 	return t
+}
+
+// claimObservation decides whether this replica observes the task's job now.
+// With a store that several replicas share, the replica that moves
+// ObservedAt forward by a conditional write observes; the others serve the
+// stored observation, so N replicas do not multiply backend calls. Alone on
+// its store, the process always observes (singleflight already coalesces).
+func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) bool {
+	if !b.shared {
+		return true
+	}
+	var claimed bool
+	_, err := b.mutate(t, func(c *mapping.Task, now time.Time) bool {
+		claimed = false
+		if c.Phase != mapping.PhaseSubmitted || c.ObservedAt != nil && now.Sub(*c.ObservedAt) < tl.RefreshInterval {
+			return false
+		}
+		c.ObservedAt = &now
+		claimed = true
+		return true
+	})
+	return err == nil && claimed
 }
 
 // observe asks the backend about one task's job and applies the answer.
@@ -160,7 +183,7 @@ func (b *Bridge) observe(task *mapping.Task) {
 	var forward bool
 	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
 		b.apply(t, tl, ref, o, now)
-		forward = claimCancel(t, now)
+		forward = claimCancel(t, now, b.staleClaim())
 		return true
 	})
 	if err != nil && !errors.Is(err, errTerminal) {
@@ -493,14 +516,14 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 			setTerminal(t, mapping.StatusCancelled, "cancelled before the job was submitted", nil, nil)
 			return true
 		}
-		if t.CancelRequestedAt != nil && t.CancelForwardedAt != nil {
-			return false
+		if t.CancelRequestedAt != nil {
+			// Asked before: forward only if no one has (or a claim is stale).
+			forward = claimCancel(t, now, b.staleClaim())
+			return forward
 		}
-		if t.CancelRequestedAt == nil {
-			t.CancelRequestedAt = &now
-		}
+		t.CancelRequestedAt = &now
 		t.StatusMessage = "cancellation requested"
-		forward = claimCancel(t, now)
+		forward = claimCancel(t, now, b.staleClaim())
 		return true
 	})
 	if err != nil && !errors.Is(err, errTerminal) {
@@ -534,12 +557,21 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 		return
 	}
 	b.log.Info("cancel forwarded", "task", shortKey(task.Key), "job", ref.ID)
-	// Observe afresh on the next tasks/get.
+	// Confirm the forward, and observe afresh on the next tasks/get.
 	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		t.CancelSentAt = &now
 		t.ObservedAt = nil
 		t.StatusMessage = fmt.Sprintf("cancellation sent to %s", t.Backend)
 		return true
 	})
+}
+
+// liveClaimer is implemented by stores that several replicas share. The
+// sweep claims a lease on the tasks it works on, so that replicas split the
+// live tasks between them, and a dead replica's share is taken over once its
+// leases run out.
+type liveClaimer interface {
+	ClaimLive(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*mapping.Task, error)
 }
 
 // sweepLoop runs the background sweep until the bridge closes.
@@ -569,7 +601,15 @@ func (b *Bridge) sweep() {
 	} else if n > 0 {
 		b.log.Info("purged expired tasks", "count", n)
 	}
-	live, err := b.store.ListLive(ctx, b.opts.Now(), 500)
+	var live []*mapping.Task
+	var err error
+	if c, ok := b.store.(liveClaimer); ok {
+		// Shared store: take a lease on a share of the live tasks. The store
+		// uses the database clock for leases.
+		live, err = c.ClaimLive(ctx, b.replica, time.Time{}, b.opts.SweepLease, 100)
+	} else {
+		live, err = b.store.ListLive(ctx, b.opts.Now(), 500)
+	}
 	if err != nil {
 		b.log.Warn("listing live tasks", "error", err)
 		return
@@ -582,10 +622,10 @@ func (b *Bridge) sweep() {
 		switch {
 		case t.Phase == mapping.PhaseSubmitting:
 			b.refresh(ctx, t)
-		case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelForwardedAt == nil:
+		case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelSentAt == nil:
 			var claimed bool
 			cur, err := b.mutate(t, func(c *mapping.Task, now time.Time) bool {
-				claimed = claimCancel(c, now)
+				claimed = claimCancel(c, now, b.staleClaim())
 				return claimed
 			})
 			if err == nil && claimed {

@@ -47,6 +47,10 @@ type Server struct {
 	Version string `yaml:"version"`
 	// Instructions are returned by server/discover.
 	Instructions string `yaml:"instructions"`
+	// Store is the task store URL (sqlite:PATH or postgres://...), used when
+	// neither --store nor JOBBRIDGE_STORE is given. It may reference
+	// environment variables as ${NAME}.
+	Store string `yaml:"store"`
 }
 
 // Backend is one entry of the `backends:` map.
@@ -103,6 +107,9 @@ type Tool struct {
 	MissingGrace time.Duration
 	// Annotations are the MCP tool hints.
 	Annotations *Annotations
+	// Allow restricts who may see and call the tool when the server
+	// authenticates its callers. Nil: every authenticated caller.
+	Allow *Policy
 	// REST is the tool's job block when the backend's type is "rest".
 	REST *rest.JobConfig
 	Pos  Position
@@ -120,6 +127,45 @@ type Annotations struct {
 	Destructive *bool `yaml:"destructive"`
 	Idempotent  *bool `yaml:"idempotent"`
 	OpenWorld   *bool `yaml:"open_world"`
+}
+
+// Policy says who may list and call a tool. A caller is allowed when it is
+// one of Principals or a member of one of Groups (either list empty: no
+// restriction of that kind, both empty: everyone) and holds every scope in
+// Scopes.
+type Policy struct {
+	Principals []string `yaml:"principals"`
+	Groups     []string `yaml:"groups"`
+	Scopes     []string `yaml:"scopes"`
+}
+
+// Allows reports whether a caller with the given identity may use the tool.
+func (p *Policy) Allows(principal string, groups, scopes []string) bool {
+	if p == nil {
+		return true
+	}
+	member := len(p.Principals) == 0 && len(p.Groups) == 0
+	for _, x := range p.Principals {
+		member = member || x == principal
+	}
+	for _, g := range p.Groups {
+		for _, h := range groups {
+			member = member || g == h
+		}
+	}
+	if !member {
+		return false
+	}
+	for _, need := range p.Scopes {
+		held := false
+		for _, s := range scopes {
+			held = held || s == need
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
 }
 
 // Position is a place in a catalog file.

@@ -108,6 +108,7 @@ type toolEntry struct {
 	InputSchema *yaml.Node   `yaml:"input_schema"`
 	Confirm     *Confirm     `yaml:"confirm"`
 	Annotations *Annotations `yaml:"annotations"`
+	Allow       *Policy      `yaml:"allow"`
 	// Job is decoded once the backend's type is known.
 	Job *yaml.Node `yaml:"job"`
 }
@@ -376,6 +377,7 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 		Backend:     te.Backend,
 		Confirm:     te.Confirm,
 		Annotations: te.Annotations,
+		Allow:       te.Allow,
 		Pos:         l.at(path),
 	}
 

@@ -139,6 +139,10 @@ type Task struct {
 	// CancelForwardedAt is set when a replica claimed forwarding the cancel
 	// downstream; the claim (an Update) makes the forward happen once.
 	CancelForwardedAt *time.Time
+	// CancelSentAt is set once the backend accepted the forwarded cancel. A
+	// claim that stays unconfirmed for long was left by a replica that died
+	// while forwarding.
+	CancelSentAt *time.Time
 
 	// InputRequests are the outstanding input requests (bridge-owned JSON).
 	InputRequests json.RawMessage
@@ -171,6 +175,7 @@ func (t *Task) Clone() *Task {
 	c.Outcome = cloneBytes(t.Outcome)
 	c.CancelRequestedAt = cloneTime(t.CancelRequestedAt)
 	c.CancelForwardedAt = cloneTime(t.CancelForwardedAt)
+	c.CancelSentAt = cloneTime(t.CancelSentAt)
 	c.ObservedAt = cloneTime(t.ObservedAt)
 	c.MissingSince = cloneTime(t.MissingSince)
 	return &c

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,8 +31,8 @@ type serveConfig struct {
 	store    string
 	stdio    bool
 	logLevel slog.Level
-	// sweep overrides the background sweep interval (tests, demo).
-	sweep time.Duration
+	// sweep and submitTimeout tune the bridge (zero: its defaults).
+	sweep, submitTimeout time.Duration
 	// ready, when set, is called with the endpoint URL once listening.
 	ready func(url string)
 }
@@ -40,9 +42,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "catalog `file` (required)")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only until authentication is configured)")
-	store := fs.String("store", "", "task store `URL`: sqlite:PATH (default sqlite:jobbridge.db in the current directory)")
+	store := fs.String("store", "", "task store `URL`: sqlite:PATH or postgres://... (default: $JOBBRIDGE_STORE, the catalog's server.store, else sqlite:jobbridge.db)")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
+	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
 	if err := fs.Parse(args); err != nil {
 		return exitError(2)
 	}
@@ -59,9 +63,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *store == "" {
+		*store = os.Getenv("JOBBRIDGE_STORE")
+	}
+	if *store == "" {
+		*store = os.Expand(cat.Server.Store, os.Getenv)
+	}
+	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl}, os.LookupEnv, stdout, stderr)
+	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, sweep: *sweep, submitTimeout: *submitTimeout}, os.LookupEnv, stdout, stderr)
 }
 
 // loadCatalog loads a catalog and prints every problem in it.
@@ -96,13 +106,19 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	if err != nil {
 		return err
 	}
+	stateKey, err := stateKeyFrom(getenv)
+	if err != nil {
+		return err
+	}
 	opts := bridge.Options{
+		StateKey:      stateKey,
 		Catalog:       cfg.catalog,
 		Store:         store,
 		Adapters:      adapterSet,
 		Build:         buildVersion(),
 		Logger:        logger,
 		SweepInterval: cfg.sweep,
+		SubmitTimeout: cfg.submitTimeout,
 	}
 	b, err := bridge.New(opts)
 	if err != nil {
@@ -137,6 +153,23 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// stateKeyFrom reads the key that signs multi-round argument collection from
+// JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64). Replicas behind one
+// load balancer must share it; without it each process picks a random key.
+func stateKeyFrom(getenv func(string) (string, bool)) ([]byte, error) {
+	v, ok := getenv("JOBBRIDGE_STATE_KEY")
+	if !ok || v == "" {
+		return nil, nil
+	}
+	if k, err := hex.DecodeString(v); err == nil && len(k) >= 32 {
+		return k, nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(v); err == nil && len(k) >= 32 {
+		return k, nil
+	}
+	return nil, errors.New("JOBBRIDGE_STATE_KEY must be at least 32 bytes, hex or base64 encoded")
 }
 
 // checkLoopback refuses addresses other machines could reach: the server has

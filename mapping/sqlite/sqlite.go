@@ -163,14 +163,14 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version`
+	observation, observed_at, missing_since, outcome, version, cancel_sent_at`
 
 // terminalStatuses is the SQL list of terminal statuses.
 const terminalStatuses = `('completed', 'failed', 'cancelled')`
 
 // createQuery inserts a task, binding columns in order.
 const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal.
@@ -178,7 +178,7 @@ const updateQuery = `UPDATE tasks SET
 	tool = ?, args_digest = ?, args = ?, server_build = ?, catalog_revision = ?,
 	backend = ?, job_ref = ?, correlation_id = ?, phase = ?, status = ?, status_message = ?,
 	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
-	cancel_requested_at = ?, cancel_forwarded_at = ?, input_requests = ?, answered_keys = ?,
+	cancel_requested_at = ?, cancel_forwarded_at = ?, cancel_sent_at = ?, input_requests = ?, answered_keys = ?,
 	observation = ?, observed_at = ?, missing_since = ?, outcome = ?,
 	version = version + 1
 	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
@@ -206,6 +206,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task) error {
 		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
+		millis(t.CancelSentAt),
 	)
 	if err != nil {
 		return fmt.Errorf("creating task: %w", err)
@@ -236,7 +237,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
-		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome),
 		t.Key[:], t.Version,
 	)
@@ -327,6 +328,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		phase, status                                                   string
 		createdAt, updatedAt, ttl, expiresAt, pollInterval              int64
 		cancelRequestedAt, cancelForwardedAt, observedAt, missingSince  sql.NullInt64
+		cancelSentAt                                                    sql.NullInt64
 		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
 	)
 	err := row.Scan(
@@ -335,6 +337,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version,
+		&cancelSentAt,
 	)
 	if err != nil {
 		return nil, err
@@ -352,6 +355,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 	t.PollInterval = time.Duration(pollInterval) * time.Millisecond
 	t.CancelRequestedAt = timePtrOf(cancelRequestedAt)
 	t.CancelForwardedAt = timePtrOf(cancelForwardedAt)
+	t.CancelSentAt = timePtrOf(cancelSentAt)
 	t.ObservedAt = timePtrOf(observedAt)
 	t.MissingSince = timePtrOf(missingSince)
 	t.Args = args.b

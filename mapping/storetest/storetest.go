@@ -119,6 +119,7 @@ func fullTask(id, principal string) *mapping.Task {
 	t.PollInterval = 2500 * time.Millisecond
 	t.CancelRequestedAt = ptr(-3 * time.Minute)
 	t.CancelForwardedAt = ptr(-2*time.Minute - 1*time.Millisecond)
+	t.CancelSentAt = ptr(-2*time.Minute + 3*time.Millisecond)
 	t.InputRequests = json.RawMessage(`{"approve":{"message":"Deploy to staging?"}}`)
 	t.AnsweredKeys = json.RawMessage(`["region"]`)
 	t.Observation = json.RawMessage(`{"state":"input_required","progress":0.5}`)
@@ -304,6 +305,7 @@ func testUpdate(t *testing.T, h Harness) {
 				u.JobRef = nil
 				u.CancelRequestedAt = nil
 				u.CancelForwardedAt = nil
+				u.CancelSentAt = nil
 				u.InputRequests = nil
 				u.AnsweredKeys = nil
 				u.Observation = nil
