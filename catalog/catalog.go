@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jobbridge/jobbridge/adapters/awsbatch"
+	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
 )
 
@@ -60,7 +62,11 @@ type Backend struct {
 	Type string
 	// REST is set when Type is "rest".
 	REST *rest.BackendConfig
-	Pos  Position
+	// AWSBatch is set when Type is "aws_batch".
+	AWSBatch *awsbatch.BackendConfig
+	// GitHubActions is set when Type is "github_actions".
+	GitHubActions *githubactions.BackendConfig
+	Pos           Position
 }
 
 // TaskMode says whether a tool's calls become tasks.
@@ -112,7 +118,12 @@ type Tool struct {
 	Allow *Policy
 	// REST is the tool's job block when the backend's type is "rest".
 	REST *rest.JobConfig
-	Pos  Position
+	// AWSBatch is the tool's job block when the backend's type is "aws_batch".
+	AWSBatch *awsbatch.JobConfig
+	// GitHubActions is the tool's job block when the backend's type is
+	// "github_actions".
+	GitHubActions *githubactions.JobConfig
+	Pos           Position
 }
 
 // Confirm is a confirmation prompt.

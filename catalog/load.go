@@ -18,6 +18,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/awsbatch"
+	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
 )
 
@@ -113,14 +115,53 @@ type toolEntry struct {
 	Job *yaml.Node `yaml:"job"`
 }
 
-// restBackend is a `type: rest` entry of `backends:`.
-type restBackend struct {
-	Type               string `yaml:"type"`
-	rest.BackendConfig `yaml:",inline"`
+// backendTypes lists the known backend types, for messages.
+const backendTypes = "rest, aws_batch, github_actions"
+
+// block is an adapter's config block (a backend or a tool's job): decoded,
+// given its defaults, then validated.
+type block interface {
+	SetDefaults()
+	Validate() error
 }
 
-// backendTypes lists the known backend types, for messages.
-const backendTypes = "rest"
+// jobBlock is a tool's job block.
+type jobBlock interface {
+	block
+	// ArgNames lists the {args.NAME} placeholders the block uses.
+	ArgNames() []string
+}
+
+// decodeBlock decodes the mapping n into a new T (all its keys but skip),
+// applies the defaults and reports what Validate finds, at path.
+func decodeBlock[T any, PT interface {
+	*T
+	block
+}](l *loader, n *yaml.Node, path string, skip string) *T {
+	v := new(T)
+	l.decode(withoutKey(n, skip), path, reflect.ValueOf(v).Elem())
+	PT(v).SetDefaults()
+	l.fieldErrors(path, PT(v).Validate())
+	return v
+}
+
+// withoutKey returns a copy of the mapping n without the pair whose key is
+// skip (the backend's `type`, read before the rest of the block).
+func withoutKey(n *yaml.Node, skip string) *yaml.Node {
+	r := resolved(n)
+	if skip == "" || r == nil || r.Kind != yaml.MappingNode {
+		return n
+	}
+	c := *r
+	c.Content = nil
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		if k := resolved(r.Content[i]); k.Kind == yaml.ScalarNode && k.Value == skip {
+			continue
+		}
+		c.Content = append(c.Content, r.Content[i], r.Content[i+1])
+	}
+	return &c
+}
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
@@ -279,11 +320,11 @@ func (l *loader) backends(n *yaml.Node) (map[string]*Backend, []string) {
 		b.Type = r.Value
 		switch b.Type {
 		case "rest":
-			var rb restBackend
-			l.decode(p.val, path, reflect.ValueOf(&rb).Elem())
-			rb.SetDefaults()
-			l.fieldErrors(path, rb.Validate())
-			b.REST = &rb.BackendConfig
+			b.REST = decodeBlock[rest.BackendConfig](l, p.val, path, "type")
+		case "aws_batch":
+			b.AWSBatch = decodeBlock[awsbatch.BackendConfig](l, p.val, path, "type")
+		case "github_actions":
+			b.GitHubActions = decodeBlock[githubactions.BackendConfig](l, p.val, path, "type")
 		default:
 			l.errorAt(l.position(typ), path+".type", fmt.Errorf("unknown backend type %q (known: %s)", b.Type, backendTypes))
 		}
@@ -426,7 +467,11 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 	case b == nil:
 		l.invalid(backendPath, fmt.Errorf("unknown backend %q%s", te.Backend, known(backends)))
 	case b.Type == "rest":
-		t.REST = l.restJob(path+".job", te.Job, props)
+		t.REST = decodeJob[rest.JobConfig](l, path+".job", te.Job, props)
+	case b.Type == "aws_batch":
+		t.AWSBatch = decodeJob[awsbatch.JobConfig](l, path+".job", te.Job, props)
+	case b.Type == "github_actions":
+		t.GitHubActions = decodeJob[githubactions.JobConfig](l, path+".job", te.Job, props)
 	}
 	return t
 }
@@ -444,19 +489,19 @@ func known(backends map[string]*Backend) string {
 	return " (known: " + strings.Join(names, ", ") + ")"
 }
 
-// restJob decodes and checks a tool's job block on a rest backend. props are
-// the input schema's properties, or nil when the schema is unusable.
-func (l *loader) restJob(path string, n *yaml.Node, props map[string]bool) *rest.JobConfig {
+// decodeJob decodes and checks a tool's job block. props are the input
+// schema's properties, or nil when the schema is unusable.
+func decodeJob[T any, PT interface {
+	*T
+	jobBlock
+}](l *loader, path string, n *yaml.Node, props map[string]bool) *T {
 	if n == nil {
 		l.invalid(path, errors.New("required: the calls that start and observe the job"))
 		return nil
 	}
-	var job rest.JobConfig
-	l.decode(n, path, reflect.ValueOf(&job).Elem())
-	job.SetDefaults()
-	l.fieldErrors(path, job.Validate())
+	job := decodeBlock[T, PT](l, n, path, "")
 	if props != nil {
-		for _, name := range job.ArgNames() {
+		for _, name := range PT(job).ArgNames() {
 			if props[name] {
 				continue
 			}
@@ -464,7 +509,7 @@ func (l *loader) restJob(path string, n *yaml.Node, props map[string]bool) *rest
 			l.errorAt(pos, at, fmt.Errorf("placeholder {args.%s} names no property of the input schema", name))
 		}
 	}
-	return &job
+	return job
 }
 
 // invalid reports a problem found after decoding, at the position of the

@@ -94,18 +94,25 @@ func renderArg(v any) string {
 }
 
 // EnvRefs returns the sorted names of the environment variables that backend
-// header values reference as ${NAME}, so that a validator can warn about
+// secrets (REST header values, GitHub tokens) reference as ${NAME}, so that a
+// validator can warn about
 // unset ones. The catalog itself never reads the environment.
 func (c *Catalog) EnvRefs() []string {
 	seen := map[string]bool{}
+	var values []string
 	for _, b := range c.Backends {
-		if b.REST == nil {
-			continue
-		}
-		for _, v := range b.REST.Headers {
-			for _, name := range envRefs(v) {
-				seen[name] = true
+		switch {
+		case b.REST != nil:
+			for _, v := range b.REST.Headers {
+				values = append(values, v)
 			}
+		case b.GitHubActions != nil:
+			values = append(values, b.GitHubActions.Token)
+		}
+	}
+	for _, v := range values {
+		for _, name := range envRefs(v) {
+			seen[name] = true
 		}
 	}
 	names := make([]string, 0, len(seen))

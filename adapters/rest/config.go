@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 //	    base_url: https://jobs.example.com/api/v1
 //	    headers:
 //	      Authorization: Bearer ${JOBS_TOKEN}
+//	    allow_networks: [10.20.0.0/16]   # only for an API on an internal network
 type BackendConfig struct {
 	// BaseURL is the scheme, host, port and path prefix of the job API. Every
 	// request the adapter makes stays under it: tool arguments only fill
@@ -43,6 +45,14 @@ type BackendConfig struct {
 	// the server is retried like a safe request. Without it a start is sent
 	// once and an ambiguous outcome is reconciled, never re-sent.
 	IdempotencyHeader string `yaml:"idempotency_header"`
+	// AllowNetworks lists networks (CIDR, e.g. 10.20.0.0/16 or
+	// 127.0.0.0/8) the adapter may connect to although they are in a range
+	// it refuses by default: loopback, private (RFC 1918, IPv6 ULA),
+	// link-local (incl. 169.254.169.254), CGNAT, unspecified, multicast,
+	// documentation and other special-purpose blocks, in IPv4, IPv6 and
+	// IPv4-mapped forms. The check applies to the address actually dialled,
+	// after name resolution. Default: none (public addresses only).
+	AllowNetworks []string `yaml:"allow_networks"`
 }
 
 // JobConfig is a tool's `job:` block on a rest backend: the calls that start,
@@ -192,6 +202,11 @@ func (c *BackendConfig) Validate() error {
 	}
 	if c.IdempotencyHeader != "" && !validHeaderName(c.IdempotencyHeader) {
 		errs = append(errs, adapters.Fieldf("idempotency_header", "%q is not a valid header name", c.IdempotencyHeader))
+	}
+	for i, n := range c.AllowNetworks {
+		if err := checkNetwork(n); err != nil {
+			errs = append(errs, adapters.Fieldf(fmt.Sprintf("allow_networks[%d]", i), "%v", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -548,6 +563,10 @@ func checkBaseURL(raw string) error {
 		return errors.New("must not carry credentials; send them in headers")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return errors.New("must not have a query or fragment")
+	case numericHost(u.Hostname()):
+		if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+			return fmt.Errorf("host %q is an IP address in a non-standard form; write it as a dotted quad", u.Hostname())
+		}
 	}
 	return nil
 }

@@ -74,6 +74,19 @@ func TestBackendValidate(t *testing.T) {
 		{"too many retries", func(c *BackendConfig) { n := 11; c.MaxRetries = &n }, []string{"max_retries"}},
 		{"negative retries", func(c *BackendConfig) { n := -1; c.MaxRetries = &n }, []string{"max_retries"}},
 		{"bad idempotency header", func(c *BackendConfig) { c.IdempotencyHeader = "Idem Key" }, []string{"idempotency_header"}},
+		{"short IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://127.1:8080/" }, []string{"base_url"}},
+		{"decimal IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://2130706433/" }, []string{"base_url"}},
+		{"hex IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://0x7f000001/" }, []string{"base_url"}},
+		{"octal IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://0177.0.0.1/" }, []string{"base_url"}},
+		{"host with digits", func(c *BackendConfig) { c.BaseURL = "https://api2.jobs.test/v1" }, nil},
+		{"allowed networks", func(c *BackendConfig) { c.AllowNetworks = []string{"10.0.0.0/8", "fd00::/8", "0.0.0.0/0"} }, nil},
+		{
+			"bad allowed networks",
+			func(c *BackendConfig) {
+				c.AllowNetworks = []string{"10.0.0.1", "10.1.2.3/8", "::ffff:127.0.0.0/104", "intranet", "10.0.0.0/33"}
+			},
+			[]string{"allow_networks[0]", "allow_networks[1]", "allow_networks[2]", "allow_networks[3]", "allow_networks[4]"},
+		},
 		{
 			"everything at once",
 			func(c *BackendConfig) { c.BaseURL = ""; c.Timeout = -1; c.IdempotencyHeader = "a:b" },
@@ -148,6 +161,23 @@ func TestJobValidate(t *testing.T) {
 				t.Errorf("error paths mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestAllowNetworksMessages(t *testing.T) {
+	c := testBackend()
+	c.AllowNetworks = []string{"10.0.0.1", "10.1.2.3/8", "::ffff:127.0.0.0/104"}
+	var got []string
+	for _, e := range c.Validate().(interface{ Unwrap() []error }).Unwrap() {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`allow_networks[0]: "10.0.0.1" is an address, not a network; write 10.0.0.1/32`,
+		`allow_networks[1]: "10.1.2.3/8" has host bits set; write 10.0.0.0/8`,
+		`allow_networks[2]: "::ffff:127.0.0.0/104": write IPv4-mapped networks as IPv4`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages mismatch (-want +got):\n%s", diff)
 	}
 }
 

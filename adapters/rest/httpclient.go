@@ -29,17 +29,30 @@ const maxBody = 1 << 20
 // maxAPIText bounds the backend error text quoted in an error.
 const maxAPIText = 300
 
-// newHTTPClient returns the client all requests go through: base's transport
-// (by default one that ignores proxy environment variables, so that no
-// request leaves for a proxy), no redirects, and the per-request timeout.
-func newHTTPClient(base *http.Client, timeout time.Duration) *http.Client {
+// newHTTPClient returns the client all requests go through: base's
+// transport, no redirects, and the per-request timeout. An *http.Transport
+// (by default one with http.DefaultTransport's settings) is cloned, dials
+// through eg and uses no proxy, so that the egress check sees the backend's
+// own address and no request leaves for a proxy named in the environment.
+func newHTTPClient(base *http.Client, timeout time.Duration, eg *egress) *http.Client {
 	var c http.Client
 	if base != nil {
 		c = *base
 	}
 	if c.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		c.Transport = &http.Transport{
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	if t, ok := c.Transport.(*http.Transport); ok {
+		t = t.Clone()
 		t.Proxy = nil
+		t.DialContext = eg.dialContext
+		t.DialTLSContext = nil
 		c.Transport = t
 	}
 	_, traced := c.Transport.(*http.Transport)
@@ -91,9 +104,13 @@ func isDialError(err error) bool {
 
 // checkRetry is the retry policy of safe requests: go-retryablehttp's
 // default (connection errors, 429, 5xx except 501), except that a
-// Retry-After longer than the longest wait ends the retries.
+// Retry-After longer than the longest wait ends the retries, and an address
+// the egress rules refuse is not tried again.
 func (a *Adapter) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if d, ok := throttleWait(resp); ok && d > a.retryWaitMax {
+		return false, nil
+	}
+	if errors.Is(err, ErrAddressDenied) {
 		return false, nil
 	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)

@@ -9,6 +9,13 @@
 // adapter refuses a rendered URL that would leave base_url. Header values from
 // the configuration are secrets; they never appear in errors or logs.
 //
+// Egress is restricted at connect time: the dialer checks the address it is
+// about to connect to, after name resolution, and refuses loopback, private,
+// link-local (incl. 169.254.169.254), CGNAT, multicast and other
+// special-purpose addresses in IPv4, IPv6 and IPv4-mapped forms, unless the
+// backend's allow_networks lists them. Redirects are never followed, and
+// proxy environment variables are ignored.
+//
 // A start request is sent once: a submission whose outcome is unknown is
 // reported as such (wrapping [adapters.ErrOutcomeUnknown]) and never re-sent,
 // unless the backend declares an idempotency header. Status and find requests
@@ -25,6 +32,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -43,10 +51,16 @@ const pollConcurrency = 8
 
 // Options are the adapter's dependencies. The zero value is ready to use.
 type Options struct {
-	// HTTPClient supplies the base transport (tests hand in a mock). The
-	// adapter uses a copy with its own timeout and redirect policy. Default:
-	// a transport that ignores proxy environment variables.
+	// HTTPClient supplies the base transport. The adapter uses a copy with
+	// its own timeout and redirect policy. An *http.Transport is cloned and
+	// given the adapter's checked dialer and no proxy; any other
+	// RoundTripper (a test mock) is used as is, without the egress checks.
+	// Default: a transport with http.DefaultTransport's settings, treated
+	// the same way.
 	HTTPClient *http.Client
+	// Resolver resolves the backend's host name each time the adapter
+	// connects. Default: net.DefaultResolver.
+	Resolver Resolver
 	// Logger receives warnings such as unknown status values; pass it
 	// already scoped (for example with the backend's name). Default: none.
 	Logger *slog.Logger
@@ -153,9 +167,17 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	eg := newEgress(parseNetworks(backend.AllowNetworks), opts.Resolver)
 	if u, err := url.Parse(backend.BaseURL); err == nil {
 		a.base = u
 		a.baseURL = strings.TrimSuffix(backend.BaseURL, "/")
+		// A literal address that would be refused at every connect is a
+		// configuration error; say so at start.
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+			if err := eg.check(ip); err != nil {
+				errs = append(errs, adapters.Fieldf("base_url", "%v", err))
+			}
+		}
 	}
 	for _, k := range sortedKeys(backend.Headers) {
 		t, err := parseTemplate(backend.Headers[k], true).resolveEnv(getenv)
@@ -187,7 +209,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if waitMin <= 0 {
 		waitMin = min(250*time.Millisecond, a.retryWaitMax)
 	}
-	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout)
+	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
 	a.retry = &retryablehttp.Client{
 		HTTPClient:   a.once,
 		RetryWaitMin: waitMin,

@@ -25,9 +25,12 @@ func startFake(t *testing.T) (*jobapi.Server, string) {
 	return srv, base
 }
 
+// newFakeAdapter returns an adapter for the fake, whose loopback address it
+// allows explicitly (the adapter refuses loopback by default).
 func newFakeAdapter(t *testing.T, backend BackendConfig) *Adapter {
 	t.Helper()
 	backend.MaxRetries = new(2)
+	backend.AllowNetworks = []string{"127.0.0.0/8"}
 	a, err := New("jobapi", backend, map[string]JobConfig{"job": loadJob(t)}, &Options{
 		RetryWaitMin: time.Millisecond,
 		RetryWaitMax: 10 * time.Millisecond,

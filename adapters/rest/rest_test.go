@@ -70,10 +70,13 @@ func testJob() JobConfig {
 	}
 }
 
+// testBackend is a backend under testBase. Its loopback address is allowed
+// explicitly, as the adapter refuses loopback by default.
 func testBackend() BackendConfig {
 	return BackendConfig{
-		BaseURL: testBase,
-		Headers: map[string]string{"Authorization": "Bearer ${JOBS_TOKEN}"},
+		BaseURL:       testBase,
+		Headers:       map[string]string{"Authorization": "Bearer ${JOBS_TOKEN}"},
+		AllowNetworks: []string{"127.0.0.0/8"},
 	}
 }
 
@@ -422,7 +425,7 @@ func TestStartClassificationOverTCP(t *testing.T) {
 				go func() { defer close(done); tt.serve(ln) }()
 				t.Cleanup(func() { ln.Close(); <-done })
 			}
-			backend := BackendConfig{BaseURL: "http://" + addr}
+			backend := BackendConfig{BaseURL: "http://" + addr, AllowNetworks: []string{"127.0.0.0/8"}}
 			job := testJob()
 			job.Start.Path = "/jobs"
 			a, err := New("jobs", backend, map[string]JobConfig{"deploy": job}, nil)

@@ -10,11 +10,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/batchfake"
+	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
 )
 
 // runDemo serves a catalog with every backend pointed at in-process fakes,
-// so that it works offline: the REST backends talk to the REST job API fake.
+// so that it works offline: rest backends talk to the REST job API fake,
+// aws_batch backends to the AWS Batch fake (through the real AWS SDK), and
+// github_actions backends to the GitHub REST fake (through go-github).
 // The task store is a SQLite file in a fresh temporary directory.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -47,9 +53,29 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("starting the REST job API fake: %w", err)
 	}
 	defer jobs.Close()
+	batch := batchfake.New(nil)
+	batchURL, err := batch.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the AWS Batch fake: %w", err)
+	}
+	defer batch.Close()
+	github := githubfake.New(nil)
+	githubURL, err := github.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the GitHub fake: %w", err)
+	}
+	defer github.Close()
 	for _, be := range cat.Backends {
-		if be.Type == "rest" {
+		switch be.Type {
+		case "rest":
 			be.REST.BaseURL = jobsURL
+			be.REST.AllowNetworks = []string{"127.0.0.1/32"}
+		case "aws_batch":
+			// No real AWS: no role to assume, no profile to read.
+			be.AWSBatch.Endpoint = batchURL
+			be.AWSBatch.AssumeRoleARN, be.AWSBatch.Profile = "", ""
+		case "github_actions":
+			be.GitHubActions.APIURL = githubURL
 		}
 	}
 
@@ -58,7 +84,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the demo state directory: %w", err)
 	}
 	storePath := filepath.Join(dir, "tasks.db")
-	fmt.Fprintf(stderr, "jobbridge demo: REST job API fake at %s; task store %s\n", jobsURL, storePath)
+	fmt.Fprintf(stderr, "jobbridge demo: fakes: REST job API %s, AWS Batch %s, GitHub %s; task store %s\n", jobsURL, batchURL, githubURL, storePath)
 
 	// Demo backends need no secrets: references to unset variables expand
 	// to placeholders instead of failing.
@@ -74,6 +100,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		store:    "sqlite:" + storePath,
 		logLevel: lvl,
 		sweep:    2 * time.Second,
+		// The Batch fake accepts any signature; no AWS account is involved.
+		awsCredentials: credentials.NewStaticCredentialsProvider("demo", "demo", ""),
 		ready: func(url string) {
 			fmt.Fprintf(stdout, `
 jobbridge demo is serving %d tools from %s at

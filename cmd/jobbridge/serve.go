@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"io"
 	"log/slog"
 	"net"
@@ -17,10 +18,13 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/awsbatch"
+	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
 	"github.com/jobbridge/jobbridge/bridge"
 	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/postgres"
 	"github.com/jobbridge/jobbridge/mapping/sqlite"
 )
 
@@ -33,6 +37,8 @@ type serveConfig struct {
 	logLevel slog.Level
 	// sweep and submitTimeout tune the bridge (zero: its defaults).
 	sweep, submitTimeout time.Duration
+	// awsCredentials replace the SDK's credential chain (the demo's fake).
+	awsCredentials aws.CredentialsProvider
 	// ready, when set, is called with the endpoint URL once listening.
 	ready func(url string)
 }
@@ -102,11 +108,11 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		return err
 	}
 	defer store.Close()
-	adapterSet, err := buildAdapters(cfg.catalog, getenv, logger)
+	adapterSet, err := buildAdapters(cfg.catalog, adapterOptions{getenv: getenv, logger: logger, awsCredentials: cfg.awsCredentials})
 	if err != nil {
 		return err
 	}
-	stateKey, err := stateKeyFrom(getenv)
+	stateKey, err := stateKeyFrom(os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -194,7 +200,7 @@ func checkLoopback(addr string) error {
 func openStore(ctx context.Context, url string) (mapping.Store, error) {
 	scheme, rest, ok := strings.Cut(url, ":")
 	if !ok {
-		return nil, fmt.Errorf("--store %q: want sqlite:PATH", url)
+		return nil, errors.New("--store: want sqlite:PATH or postgres://...")
 	}
 	switch scheme {
 	case "sqlite":
@@ -212,17 +218,46 @@ func openStore(ctx context.Context, url string) (mapping.Store, error) {
 			return nil, fmt.Errorf("opening store %s: %w", path, err)
 		}
 		return s, nil
+	case "postgres", "postgresql":
+		s, err := postgres.Open(ctx, url, nil)
+		if err != nil {
+			// pgx errors can quote the DSN; report the store without it.
+			return nil, fmt.Errorf("opening the PostgreSQL store: %w", redactDSN(err, url))
+		}
+		return s, nil
 	}
-	return nil, fmt.Errorf("--store %q: unknown store %q (known: sqlite)", url, scheme)
+	return nil, fmt.Errorf("--store: unknown store %q (known: sqlite:PATH, postgres://...)", scheme)
+}
+
+// redactDSN removes a DSN, which may hold a password, from an error.
+func redactDSN(err error, dsn string) error {
+	if msg := err.Error(); dsn != "" && strings.Contains(msg, dsn) {
+		return errors.New(strings.ReplaceAll(msg, dsn, "<store url>"))
+	}
+	return err
+}
+
+// adapterOptions adjust how adapters are built (the demo hands in static
+// AWS credentials for the local Batch fake).
+type adapterOptions struct {
+	getenv         func(string) (string, bool)
+	logger         *slog.Logger
+	awsCredentials aws.CredentialsProvider
 }
 
 // buildAdapters constructs one adapter per backend of the catalog: the
 // explicit switchboard of backend types.
-func buildAdapters(cat *catalog.Catalog, getenv func(string) (string, bool), logger *slog.Logger) (map[string]adapters.Adapter, error) {
+func buildAdapters(cat *catalog.Catalog, o adapterOptions) (map[string]adapters.Adapter, error) {
 	out := map[string]adapters.Adapter{}
 	var errs []error
+	pollers := awsbatch.NewPollers()
 	for _, name := range cat.BackendOrder {
 		be := cat.Backends[name]
+		logger := o.logger.With("backend", name)
+		var (
+			a   adapters.Adapter
+			err error
+		)
 		switch be.Type {
 		case "rest":
 			jobs := map[string]rest.JobConfig{}
@@ -231,18 +266,31 @@ func buildAdapters(cat *catalog.Catalog, getenv func(string) (string, bool), log
 					jobs[t.Name] = *t.REST
 				}
 			}
-			a, err := rest.New(name, *be.REST, jobs, &rest.Options{
-				Logger: logger.With("backend", name),
-				Getenv: getenv,
-			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("backend %q: %w", name, err))
-				continue
+			a, err = rest.New(name, *be.REST, jobs, &rest.Options{Logger: logger, Getenv: o.getenv})
+		case "aws_batch":
+			jobs := map[string]awsbatch.JobConfig{}
+			for _, t := range cat.Tools {
+				if t.Backend == name && t.AWSBatch != nil {
+					jobs[t.Name] = *t.AWSBatch
+				}
 			}
-			out[name] = a
+			a, err = awsbatch.New(name, *be.AWSBatch, jobs, &awsbatch.Options{Logger: logger, Pollers: pollers, Credentials: o.awsCredentials})
+		case "github_actions":
+			jobs := map[string]githubactions.JobConfig{}
+			for _, t := range cat.Tools {
+				if t.Backend == name && t.GitHubActions != nil {
+					jobs[t.Name] = *t.GitHubActions
+				}
+			}
+			a, err = githubactions.New(name, *be.GitHubActions, jobs, &githubactions.Options{Logger: logger, Getenv: o.getenv})
 		default:
-			errs = append(errs, fmt.Errorf("backend %q: unknown type %q", name, be.Type))
+			err = fmt.Errorf("unknown type %q", be.Type)
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("backend %q: %w", name, err))
+			continue
+		}
+		out[name] = a
 	}
 	return out, errors.Join(errs...)
 }

@@ -1,0 +1,572 @@
+// Package awsbatch is the adapter for AWS Batch: a tool call submits one job
+// (SubmitJob), polls are answered from batched DescribeJobs calls, and a
+// cancel terminates the job (TerminateJob).
+//
+// Submission. A job is submitted once, with the SDK's retries off for that
+// call: Batch's SubmitJob has no idempotency token, so a re-sent submission
+// may create a second job. The job name begins with the bridge's correlation
+// ID (never the task ID) followed by "-", and the job carries the tag
+// jobbridge:correlation-id. When the outcome of a submission is unknown (a
+// 5xx, a timeout, a lost answer), Start says so (wrapping
+// [adapters.ErrOutcomeUnknown]) and [Adapter.Find] looks the job up with
+// ListJobs, filtered on the job name's prefix, in the tool's queue.
+//
+// Observation. Polls go through one shared poller per account and region (see
+// [Pollers]): the jobs that are due are gathered into DescribeJobs calls of up
+// to 100 IDs, behind a token-bucket limiter, and a poll within
+// describe_interval of a job's last description is answered from it, so that
+// many concurrent tasks/get cost a few DescribeJobs calls. Throttling
+// (TooManyRequestsException) and server errors make the poller back off
+// exponentially; meanwhile polls report the error in Observation.Err, and the
+// bridge keeps serving the last observation. A job DescribeJobs leaves out
+// (right after submission, or once Batch purged it) is reported as
+// [adapters.ErrJobNotFound], and the bridge applies its missing_grace.
+//
+// States. SUBMITTED, PENDING, RUNNABLE, STARTING and RUNNING are working,
+// with a status message saying which (the queue and Batch's statusReason
+// while RUNNABLE, child counts and progress for array jobs); SUCCEEDED is
+// succeeded; FAILED is a tool error with the reason, exit code, attempts and
+// log stream, or cancelled when Batch marks the job cancelled or terminated
+// or the reason is the bridge's own.
+//
+// Credentials come only from the AWS SDK's default chain (optionally with a
+// shared-config profile and an assumed role), never from the catalog.
+package awsbatch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"golang.org/x/time/rate"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// CancelReason is the reason sent with TerminateJob. Batch shows it as the
+// job's statusReason, and a FAILED job with this reason is reported as
+// cancelled.
+const CancelReason = "jobbridge: cancelled by client"
+
+// cancelPrefix marks a statusReason the bridge caused.
+const cancelPrefix = "jobbridge:"
+
+// tagCorrelation is the tag carrying the correlation ID on every job.
+const tagCorrelation = "jobbridge:correlation-id"
+
+// findSettle is how long after a submission with an unknown outcome a
+// failed lookup is not taken as proof that no job exists: ListJobs is
+// eventually consistent. During it, Find reports an error, and the bridge
+// asks again later.
+const findSettle = 30 * time.Second
+
+// maxFindPages bounds the ListJobs pages one Find reads.
+const maxFindPages = 10
+
+// BatchAPI is the part of the Batch client the adapter uses; *batch.Client
+// implements it.
+type BatchAPI interface {
+	SubmitJob(ctx context.Context, in *batch.SubmitJobInput, optFns ...func(*batch.Options)) (*batch.SubmitJobOutput, error)
+	DescribeJobs(ctx context.Context, in *batch.DescribeJobsInput, optFns ...func(*batch.Options)) (*batch.DescribeJobsOutput, error)
+	ListJobs(ctx context.Context, in *batch.ListJobsInput, optFns ...func(*batch.Options)) (*batch.ListJobsOutput, error)
+	TerminateJob(ctx context.Context, in *batch.TerminateJobInput, optFns ...func(*batch.Options)) (*batch.TerminateJobOutput, error)
+	GetJobQueueSnapshot(ctx context.Context, in *batch.GetJobQueueSnapshotInput, optFns ...func(*batch.Options)) (*batch.GetJobQueueSnapshotOutput, error)
+}
+
+var _ BatchAPI = (*batch.Client)(nil)
+
+// Options are the adapter's dependencies. The zero value is ready to use.
+type Options struct {
+	// Client, when set, is used instead of a client built from the backend
+	// config (tests hand in a client pointed at a fake). Such an adapter gets
+	// a poller of its own.
+	Client BatchAPI
+	// Credentials, when set, replace the SDK's default credential chain for
+	// the client built from the config (`jobbridge demo` hands in static
+	// credentials for the local fake). An assume_role_arn still applies.
+	Credentials aws.CredentialsProvider
+	// Pollers, when set, lets adapters of the same account and region share
+	// one DescribeJobs poller. Default: a poller per adapter.
+	Pollers *Pollers
+	// Logger receives warnings (throttling, duplicate jobs); pass it already
+	// scoped, for example with the backend's name. Default: none.
+	Logger *slog.Logger
+	// Now is the clock of cache freshness, backoff and Find's settle window.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Adapter submits, observes and terminates AWS Batch jobs. It is safe for
+// concurrent use.
+type Adapter struct {
+	name    string
+	region  string
+	api     BatchAPI
+	tools   map[string]*JobConfig
+	poller  *poller
+	submit  *rate.Limiter
+	timeout time.Duration
+	console template
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu      sync.Mutex
+	unknown map[string]time.Time // correlation ID -> when a submission's outcome was unknown
+}
+
+var (
+	_ adapters.Adapter = (*Adapter)(nil)
+	_ adapters.Finder  = (*Adapter)(nil)
+)
+
+// refData is the adapter-owned part of a JobRef.
+type refData struct {
+	Tool string `json:"tool"`
+}
+
+// New returns an adapter for the backend called name, serving the given
+// tools (by tool name). It applies defaults to copies of the configs and
+// validates them. Unless opts.Client is set, it builds a Batch client from
+// the SDK's default configuration (region, profile, assumed role, endpoint);
+// that reads the shared config files but calls no AWS API: credentials are
+// resolved on first use.
+func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *Options) (*Adapter, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	backend.SetDefaults()
+	var errs []error
+	if err := backend.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	a := &Adapter{
+		name:    name,
+		region:  backend.Region,
+		tools:   map[string]*JobConfig{},
+		submit:  rate.NewLimiter(rate.Limit(backend.SubmitRate), burst(backend.SubmitRate)),
+		timeout: backend.Timeout,
+		console: parseTemplate(backend.ConsoleURL),
+		log:     opts.Logger,
+		now:     opts.Now,
+		unknown: map[string]time.Time{},
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	for _, tn := range sortedKeys(tools) {
+		cfg := tools[tn]
+		cfg.SetDefaults()
+		if cfg.JobName == "" {
+			cfg.JobName = tn
+		}
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", tn, err))
+			continue
+		}
+		a.tools[tn] = &cfg
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)
+	}
+
+	a.api = opts.Client
+	newPoller := func() *poller { return newPoller(a.api, backend, a.now, a.log) }
+	if a.api == nil {
+		client, err := newClient(backend, opts.Credentials)
+		if err != nil {
+			return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)
+		}
+		a.api = client
+		if opts.Pollers != nil {
+			a.poller = opts.Pollers.get(keyOf(backend), newPoller)
+		}
+	}
+	if a.poller == nil {
+		a.poller = newPoller()
+	}
+	return a, nil
+}
+
+// burst is a limiter's bucket size for a rate: one second's worth.
+func burst(perSecond float64) int { return max(1, int(perSecond+0.999)) }
+
+// newClient builds a Batch client from the SDK's default configuration.
+func newClient(b BackendConfig, creds aws.CredentialsProvider) (*batch.Client, error) {
+	load := []func(*config.LoadOptions) error{config.WithRegion(b.Region)}
+	if b.Profile != "" {
+		load = append(load, config.WithSharedConfigProfile(b.Profile))
+	}
+	if creds != nil {
+		load = append(load, config.WithCredentialsProvider(creds))
+	}
+	// Building the adapter is not a request path: loading the shared
+	// configuration reads files and calls no service.
+	cfg, err := config.LoadDefaultConfig(context.Background(), load...)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if b.AssumeRoleARN != "" {
+		provider := stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), b.AssumeRoleARN, func(o *stscreds.AssumeRoleOptions) {
+			o.RoleSessionName = "jobbridge"
+		})
+		cfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	return batch.NewFromConfig(cfg, func(o *batch.Options) {
+		if b.Endpoint != "" {
+			o.BaseEndpoint = aws.String(b.Endpoint)
+		}
+	}), nil
+}
+
+func (a *Adapter) tool(name string) (*JobConfig, error) {
+	t, ok := a.tools[name]
+	if !ok {
+		return nil, fmt.Errorf("aws_batch backend %q has no tool %q", a.name, name)
+	}
+	return t, nil
+}
+
+// Start submits one job with one SubmitJob call. See [adapters.Adapter] for
+// how outcomes are classified.
+func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, error) {
+	t, err := a.tool(req.Tool)
+	if err != nil {
+		return adapters.JobRef{}, err
+	}
+	in, err := submitInput(req.Tool, t, req)
+	if err != nil {
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", req.Tool, err)
+	}
+	if err := a.submit.Wait(ctx); err != nil {
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: waiting for the submit rate limit: %w", req.Tool, err)
+	}
+	rec := &sendRecord{}
+	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	out, err := a.api.SubmitJob(cctx, in, func(o *batch.Options) {
+		o.RetryMaxAttempts = 1
+		o.HTTPClient = &recordingClient{next: o.HTTPClient, rec: rec}
+	})
+	if err != nil {
+		err = classifySubmit(err, rec.maybeSent.Load())
+		if errors.Is(err, adapters.ErrOutcomeUnknown) {
+			a.noteUnknown(req.CorrelationID)
+		}
+		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: %w", req.Tool, aws.ToString(in.JobName), err)
+	}
+	id := aws.ToString(out.JobId)
+	if id == "" {
+		a.noteUnknown(req.CorrelationID)
+		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: the answer has no job ID: %w", req.Tool, aws.ToString(in.JobName), adapters.ErrOutcomeUnknown)
+	}
+	return jobRef(id, req.Tool), nil
+}
+
+func jobRef(id, tool string) adapters.JobRef {
+	b, _ := json.Marshal(refData{Tool: tool}) // a struct of strings always marshals
+	return adapters.JobRef{ID: id, Data: b}
+}
+
+func (a *Adapter) noteUnknown(correlationID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	for c, at := range a.unknown {
+		if now.Sub(at) >= findSettle {
+			delete(a.unknown, c)
+		}
+	}
+	a.unknown[correlationID] = now
+}
+
+// settling reports whether this process saw a submission with the
+// correlation ID end with an unknown outcome less than findSettle ago.
+func (a *Adapter) settling(correlationID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.unknown[correlationID]
+	return ok && a.now().Sub(at) < findSettle
+}
+
+// Poll observes the jobs through the shared poller: jobs described less
+// than describe_interval ago are answered from their last description, the
+// others are described together in DescribeJobs calls of up to 100 IDs. It
+// returns an error only when ctx ends while waiting.
+func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {
+	if len(refs) == 0 {
+		return []adapters.Observation{}, nil
+	}
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	descs, err := a.poller.describe(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	obs := make([]adapters.Observation, len(refs))
+	for i, d := range descs {
+		switch {
+		case d.err != nil:
+			obs[i] = adapters.Observation{Err: d.err}
+		case d.detail == nil:
+			obs[i] = adapters.Observation{Err: fmt.Errorf("AWS Batch job %s: %w", ids[i], adapters.ErrJobNotFound)}
+		default:
+			obs[i] = a.observe(d)
+		}
+	}
+	return obs, nil
+}
+
+// Cancel terminates the job with [CancelReason]. TerminateJob, unlike
+// CancelJob, also stops STARTING and RUNNING jobs. A job that has finished,
+// or that Batch no longer knows, is not an error.
+func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
+	if ref.ID == "" {
+		return errors.New("terminating AWS Batch job: the job reference has no ID")
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	_, err := a.api.TerminateJob(cctx, &batch.TerminateJobInput{JobId: aws.String(ref.ID), Reason: aws.String(CancelReason)})
+	switch {
+	case err == nil:
+		// Describe it afresh on the next poll, to show the stop sooner.
+		a.poller.invalidate(ref.ID)
+		return nil
+	case isJobNotFound(err):
+		return nil
+	}
+	return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
+}
+
+// Find looks for the job submitted with req's correlation ID: ListJobs in the
+// tool's queue, filtered on the job name prefix. Batch matches the filter
+// case-insensitively; the adapter then compares exactly. When several jobs
+// match (which Start never causes), the oldest is adopted and the others are
+// logged. Right after a submission with an unknown outcome, not finding the
+// job is reported as an error rather than as proof (ListJobs lags).
+func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
+	t, err := a.tool(req.Tool)
+	if err != nil {
+		return adapters.JobRef{}, false, err
+	}
+	prefix := namePrefix(req.CorrelationID)
+	in := &batch.ListJobsInput{
+		JobQueue: aws.String(t.JobQueue),
+		Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{prefix + "*"}}},
+	}
+	var found []types.JobSummary
+	for range maxFindPages {
+		cctx, cancel := context.WithTimeout(ctx, a.timeout)
+		out, err := a.api.ListJobs(cctx, in)
+		cancel()
+		if err != nil {
+			return adapters.JobRef{}, false, fmt.Errorf("looking for %s job %s*: %w", req.Tool, prefix, err)
+		}
+		for _, s := range out.JobSummaryList {
+			if strings.HasPrefix(aws.ToString(s.JobName), prefix) && aws.ToString(s.JobId) != "" {
+				found = append(found, s)
+			}
+		}
+		if aws.ToString(out.NextToken) == "" {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	if len(found) == 0 {
+		if a.settling(req.CorrelationID) {
+			return adapters.JobRef{}, false, fmt.Errorf("looking for %s job %s*: not listed yet; ListJobs may lag a submission by seconds, so look again later", req.Tool, prefix)
+		}
+		return adapters.JobRef{}, false, nil
+	}
+	slices.SortStableFunc(found, func(x, y types.JobSummary) int {
+		return cmp.Compare(aws.ToInt64(x.CreatedAt), aws.ToInt64(y.CreatedAt))
+	})
+	if len(found) > 1 {
+		ids := make([]string, len(found))
+		for i, s := range found {
+			ids[i] = aws.ToString(s.JobId)
+		}
+		a.log.Warn("several Batch jobs carry one correlation ID; adopting the oldest", "correlation", req.CorrelationID, "jobs", ids)
+	}
+	return jobRef(aws.ToString(found[0].JobId), req.Tool), true, nil
+}
+
+// namePrefix is the start of the job name of every job submitted with the
+// correlation ID: the ID in the characters Batch allows, and "-".
+func namePrefix(correlationID string) string {
+	p := sanitizeName(correlationID)
+	if p == "" || !isAlnum(p[0]) {
+		p = "j" + p
+	}
+	return p + "-"
+}
+
+// jobName is the name a job is submitted with: the correlation prefix and the
+// rendered name template, in Batch's alphabet, at most 128 characters.
+func jobName(correlationID, rendered string) string {
+	name := namePrefix(correlationID) + sanitizeName(rendered)
+	if len(name) > maxJobName {
+		name = name[:maxJobName]
+	}
+	return name
+}
+
+// sanitizeName replaces every character Batch does not allow in a job name
+// with "_".
+func sanitizeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x80 && (isAlnum(byte(r)) || r == '-' || r == '_') {
+			b.WriteRune(r)
+			continue
+		}
+		b.WriteByte('_')
+	}
+	return b.String()
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// submitInput renders a tool's job block into a SubmitJob request.
+func submitInput(tool string, t *JobConfig, req adapters.StartRequest) (*batch.SubmitJobInput, error) {
+	v := values{args: req.Arguments, correlationID: req.CorrelationID}
+	render := func(s string) string { return parseTemplate(s).render(v) }
+	in := &batch.SubmitJobInput{
+		JobName:       aws.String(jobName(req.CorrelationID, render(t.JobName))),
+		JobQueue:      aws.String(t.JobQueue),
+		JobDefinition: aws.String(t.JobDefinition),
+		PropagateTags: t.PropagateTags,
+		Tags:          map[string]string{tagCorrelation: req.CorrelationID},
+	}
+	if len(t.Parameters) > 0 {
+		in.Parameters = renderMap(t.Parameters, render)
+	}
+	var errs []error
+	number := func(field, tmpl string, kind numberKind) string {
+		if tmpl == "" {
+			return ""
+		}
+		s := strings.TrimSpace(render(tmpl))
+		if s == "" {
+			return ""
+		}
+		n, err := parseNumber(s, kind)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+		return n
+	}
+	if o := t.ContainerOverrides; o != nil {
+		co := &types.ContainerOverrides{}
+		for _, c := range o.Command {
+			co.Command = append(co.Command, render(c))
+		}
+		for _, k := range sortedKeys(o.Environment) {
+			if val := render(o.Environment[k]); val != "" {
+				co.Environment = append(co.Environment, types.KeyValuePair{Name: aws.String(k), Value: aws.String(val)})
+			}
+		}
+		for _, r := range []struct {
+			field string
+			tmpl  string
+			kind  numberKind
+			typ   types.ResourceType
+		}{
+			{"container_overrides.vcpus", o.VCPUs, numPositive, types.ResourceTypeVcpu},
+			{"container_overrides.memory", o.Memory, intPositive, types.ResourceTypeMemory},
+			{"container_overrides.gpus", o.GPUs, intNonNegative, types.ResourceTypeGpu},
+		} {
+			if n := number(r.field, r.tmpl, r.kind); n != "" && n != "0" {
+				co.ResourceRequirements = append(co.ResourceRequirements, types.ResourceRequirement{Type: r.typ, Value: aws.String(n)})
+			}
+		}
+		in.ContainerOverrides = co
+	}
+	if n := number("array_size", t.ArraySize, arraySize); n != "" {
+		if size, _ := strconv.Atoi(n); size >= 2 {
+			in.ArrayProperties = &types.ArrayProperties{Size: aws.Int32(int32(size))}
+		}
+	}
+	for _, d := range t.DependsOn {
+		id := strings.TrimSpace(render(d.JobID))
+		if id == "" {
+			continue
+		}
+		dep := types.JobDependency{JobId: aws.String(id)}
+		if d.Type != "" {
+			dep.Type = types.ArrayJobDependency(d.Type)
+		}
+		in.DependsOn = append(in.DependsOn, dep)
+	}
+	if t.RetryAttempts > 0 {
+		in.RetryStrategy = &types.RetryStrategy{Attempts: aws.Int32(int32(t.RetryAttempts))}
+	}
+	if t.TimeoutSeconds > 0 {
+		in.Timeout = &types.JobTimeout{AttemptDurationSeconds: aws.Int32(int32(t.TimeoutSeconds))}
+	}
+	for k, val := range renderMap(t.Tags, render) {
+		in.Tags[k] = val
+	}
+	if s := render(t.ShareIdentifier); s != "" {
+		in.ShareIdentifier = aws.String(s)
+	}
+	if p := t.SchedulingPriority; p != nil {
+		in.SchedulingPriorityOverride = aws.Int32(int32(*p))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("the arguments do not make a valid job: %w", err)
+	}
+	return in, nil
+}
+
+// renderMap renders a map of templates, leaving out entries that render
+// empty.
+func renderMap(m map[string]string, render func(string) string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, tmpl := range m {
+		if v := render(tmpl); v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// consoleURL renders the console link of a job, or "" without a template.
+func (a *Adapter) consoleURL(jobID string) string {
+	if len(a.console) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, seg := range a.console {
+		switch seg.ph {
+		case "":
+			b.WriteString(seg.lit)
+		case phRegion:
+			b.WriteString(url.PathEscape(a.region))
+		case phJobID:
+			b.WriteString(url.PathEscape(jobID))
+		}
+	}
+	return b.String()
+}

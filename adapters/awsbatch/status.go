@@ -1,0 +1,234 @@
+package awsbatch
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// observe translates a job description into an observation.
+func (a *Adapter) observe(d description) adapters.Observation {
+	j := d.detail
+	o := adapters.Observation{State: adapters.StateWorking}
+	if u := a.consoleURL(aws.ToString(j.JobId)); u != "" {
+		o.Links = []adapters.Link{{Title: "AWS Batch console", URL: u}}
+	}
+	array := arrayOf(j)
+	if array != nil {
+		o.Progress = array.progress()
+	}
+	reason := aws.ToString(j.StatusReason)
+	switch j.Status {
+	case types.JobStatusSubmitted:
+		o.Message = "submitted; waiting for the Batch scheduler"
+	case types.JobStatusPending:
+		switch {
+		case array != nil:
+			o.Message = "array job: " + array.text()
+		case len(j.DependsOn) > 0:
+			o.Message = "pending: waiting for the jobs it depends on"
+		default:
+			o.Message = "pending"
+		}
+	case types.JobStatusRunnable:
+		o.Message = "runnable: waiting for capacity in queue " + queueName(aws.ToString(j.JobQueue))
+		if d.position > 0 {
+			o.Message += fmt.Sprintf(" (position %d)", d.position)
+		}
+		if reason != "" {
+			o.Message += "; " + reason
+		}
+	case types.JobStatusStarting:
+		o.Message = "starting: placing the container and pulling its image"
+	case types.JobStatusRunning:
+		o.Message = "running"
+		if started := aws.ToInt64(j.StartedAt); started > 0 {
+			if run := a.now().Sub(time.UnixMilli(started)); run >= time.Second {
+				o.Message += " for " + run.Round(time.Second).String()
+			}
+		}
+		if n := len(j.Attempts); n > 0 {
+			o.Message += fmt.Sprintf(" (attempt %d)", n+1)
+		}
+	case types.JobStatusSucceeded:
+		o.State = adapters.StateSucceeded
+		o.Message = "succeeded"
+		o.Result = a.result(j, array)
+	case types.JobStatusFailed:
+		o.Result = a.result(j, array)
+		if aws.ToBool(j.IsCancelled) || aws.ToBool(j.IsTerminated) || strings.HasPrefix(reason, cancelPrefix) {
+			o.State = adapters.StateCancelled
+			o.Message = reason
+			if o.Message == "" {
+				o.Message = "terminated"
+			}
+			break
+		}
+		o.State = adapters.StateToolError
+		o.Message = "failed"
+		if reason != "" {
+			o.Message += ": " + reason
+		}
+		if code, ok := exitCode(j); ok {
+			o.Message += fmt.Sprintf(" (exit code %d)", code)
+		}
+	default:
+		// A status this adapter does not know yet (such as a new Batch
+		// state): keep the task working and say what Batch said.
+		o.Message = "status " + string(j.Status)
+		if reason != "" {
+			o.Message += ": " + reason
+		}
+	}
+	return o
+}
+
+// result is the tool result of a finished job: a readable summary and the
+// same facts as structured content.
+func (a *Adapter) result(j *types.JobDetail, array *arrayStatus) *adapters.Result {
+	id, name := aws.ToString(j.JobId), aws.ToString(j.JobName)
+	s := map[string]any{
+		"job_id":    id,
+		"job_name":  name,
+		"job_queue": aws.ToString(j.JobQueue),
+		"status":    string(j.Status),
+		"region":    a.region,
+		"attempts":  len(j.Attempts),
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "AWS Batch job %s (%s) %s", name, id, j.Status)
+	if r := aws.ToString(j.StatusReason); r != "" {
+		s["status_reason"] = r
+		fmt.Fprintf(&b, ": %s", r)
+	}
+	b.WriteString(".")
+	if arn := aws.ToString(j.JobArn); arn != "" {
+		s["job_arn"] = arn
+	}
+	if code, ok := exitCode(j); ok {
+		s["exit_code"] = code
+		fmt.Fprintf(&b, " Exit code %d", code)
+		if n := len(j.Attempts); n > 0 {
+			fmt.Fprintf(&b, " after %d %s", n, plural(n, "attempt", "attempts"))
+		}
+		b.WriteString(".")
+	}
+	if r := containerReason(j); r != "" {
+		s["container_reason"] = r
+	}
+	if ls := logStream(j); ls != "" {
+		s["log_stream"] = ls
+		fmt.Fprintf(&b, " Log stream: %s.", ls)
+	}
+	for key, ms := range map[string]*int64{"created_at": j.CreatedAt, "started_at": j.StartedAt, "stopped_at": j.StoppedAt} {
+		if v := aws.ToInt64(ms); v > 0 {
+			s[key] = time.UnixMilli(v).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if array != nil {
+		summary := map[string]any{}
+		for k, v := range array.summary {
+			summary[k] = v
+		}
+		s["array"] = map[string]any{"size": array.size, "status_summary": summary}
+		fmt.Fprintf(&b, " Array of %d children: %s.", array.size, array.counts())
+	}
+	if u := a.consoleURL(id); u != "" {
+		s["console_url"] = u
+		fmt.Fprintf(&b, " Console: %s", u)
+	}
+	return &adapters.Result{Text: b.String(), Structured: s}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// exitCode is the exit code of the job's container, or of its last attempt.
+func exitCode(j *types.JobDetail) (int, bool) {
+	if j.Container != nil && j.Container.ExitCode != nil {
+		return int(*j.Container.ExitCode), true
+	}
+	if n := len(j.Attempts); n > 0 {
+		if c := j.Attempts[n-1].Container; c != nil && c.ExitCode != nil {
+			return int(*c.ExitCode), true
+		}
+	}
+	return 0, false
+}
+
+func containerReason(j *types.JobDetail) string {
+	if j.Container != nil && aws.ToString(j.Container.Reason) != "" {
+		return aws.ToString(j.Container.Reason)
+	}
+	if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Container != nil {
+		return aws.ToString(j.Attempts[n-1].Container.Reason)
+	}
+	return ""
+}
+
+// logStream is the CloudWatch log stream of the job's container, or of its
+// last attempt.
+func logStream(j *types.JobDetail) string {
+	if j.Container != nil && aws.ToString(j.Container.LogStreamName) != "" {
+		return aws.ToString(j.Container.LogStreamName)
+	}
+	if n := len(j.Attempts); n > 0 && j.Attempts[n-1].Container != nil {
+		return aws.ToString(j.Attempts[n-1].Container.LogStreamName)
+	}
+	return ""
+}
+
+// queueName shortens a queue ARN to the queue's name.
+func queueName(q string) string {
+	if _, name, ok := strings.Cut(q, ":job-queue/"); ok {
+		return name
+	}
+	return q
+}
+
+// arrayStatus is an array parent's view of its children.
+type arrayStatus struct {
+	size    int
+	summary map[string]int32
+}
+
+// arrayOf returns the array status of an array parent, or nil.
+func arrayOf(j *types.JobDetail) *arrayStatus {
+	p := j.ArrayProperties
+	if p == nil || aws.ToInt32(p.Size) == 0 || p.Index != nil {
+		return nil
+	}
+	return &arrayStatus{size: int(aws.ToInt32(p.Size)), summary: p.StatusSummary}
+}
+
+func (s *arrayStatus) count(st types.JobStatus) int { return int(s.summary[string(st)]) }
+
+// progress counts finished children.
+func (s *arrayStatus) progress() *adapters.Progress {
+	done := s.count(types.JobStatusSucceeded) + s.count(types.JobStatusFailed)
+	return &adapters.Progress{Done: float64(done), Total: float64(s.size)}
+}
+
+// text says how far the children have got, e.g. "37 of 100 children
+// finished (35 succeeded, 2 failed), 10 running, 53 waiting".
+func (s *arrayStatus) text() string {
+	succeeded, failed := s.count(types.JobStatusSucceeded), s.count(types.JobStatusFailed)
+	running := s.count(types.JobStatusRunning) + s.count(types.JobStatusStarting)
+	waiting := s.size - succeeded - failed - running
+	return fmt.Sprintf("%d of %d children finished (%d succeeded, %d failed), %d running, %d waiting",
+		succeeded+failed, s.size, succeeded, failed, running, max(waiting, 0))
+}
+
+// counts is the final tally, e.g. "98 succeeded, 2 failed".
+func (s *arrayStatus) counts() string {
+	return fmt.Sprintf("%d succeeded, %d failed", s.count(types.JobStatusSucceeded), s.count(types.JobStatusFailed))
+}

@@ -1,0 +1,859 @@
+// Package githubactions is the adapter for GitHub Actions: a tool call
+// dispatches a workflow (workflow_dispatch), the task follows the workflow
+// run, and a cancel stops it.
+//
+// It talks to GitHub's REST API (GitHub.com or Enterprise Server) through
+// go-github v93, the first major whose dispatch call returns the run's ID
+// (return_run_details, added in v84; v88 brought the options-style
+// constructor used here). Servers that refuse return_run_details (Enterprise
+// Server 3.20 and older) are handled by a fallback per backend: the
+// dispatch carries a correlation input that the workflow echoes in its
+// run-name, and the adapter finds the run among the recent dispatch runs by
+// its title. A dispatch whose outcome is unknown (a timeout, a 5xx) is never
+// re-sent; it is reported wrapping [adapters.ErrOutcomeUnknown] and
+// reconciled through [Adapter.Find].
+//
+// Observing a run is one conditional GET: an ETag cache under go-github
+// (keyed by URL and a hash of the credential) turns unchanged runs into 304
+// answers, which do not count against GitHub's primary rate limit, and the
+// adapter reuses its last observation of an unchanged run without asking
+// anything else. Concurrent polls of one run share one request. Jobs,
+// pending deployments, artifacts and log tails are fetched only when the run
+// has changed.
+//
+// Rate limits (403 or 429 with retry-after, x-ratelimit-remaining 0, or the
+// secondary-limit message) hold every request back for as long as GitHub
+// asks (a minute when it does not say), and a request budget per hour keeps
+// the adapter within its share of the token's limit. Either way the
+// observation is an error wrapping [ErrRateLimited], never a task failure.
+//
+// Cancel sends POST .../cancel (202 is success, 409 means the run has
+// already finished). The adapter remembers, in memory, when it cancelled a
+// run; a run still going after the tool's force_cancel_after is
+// force-cancelled once, by the next poll or the next Cancel.
+//
+// The token is a secret: it is never logged and is redacted from every error
+// and observation.
+package githubactions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/go-github/v93/github"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// Tuning constants.
+const (
+	// pollConcurrency bounds the runs one Poll call observes at once
+	// (GitHub asks for few concurrent requests).
+	pollConcurrency = 8
+	// cacheEntries bounds the ETag cache; a live run uses up to four
+	// entries (run, jobs, pending deployments, artifacts).
+	cacheEntries = 16384
+	// memoEntries bounds the remembered observations of unchanged runs.
+	memoEntries = 8192
+	// cancelEntries bounds the remembered cancels.
+	cancelEntries = 65536
+	// findLookback is how far back Find looks for a run.
+	findLookback = 7 * 24 * time.Hour
+	// searchPages bounds the pages (of 100 runs) one search reads.
+	searchPages = 5
+	// createdSkew allows for clock skew between us and GitHub when a search
+	// filters on a run's creation time.
+	createdSkew = 2 * time.Minute
+)
+
+// Options are the adapter's dependencies. The zero value is ready to use.
+type Options struct {
+	// HTTPClient supplies the base transport (tests hand in one that
+	// reaches a fake). Default: a transport that ignores proxy environment
+	// variables.
+	HTTPClient *http.Client
+	// Logger receives warnings; pass it already scoped. Default: none.
+	Logger *slog.Logger
+	// Getenv resolves the token's ${NAME}. Default: os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Now is the clock for rate limits, the request budget and
+	// force-cancel grace. Default time.Now.
+	Now func() time.Time
+	// SearchWait bounds how long Start looks for a dispatched run by its
+	// correlation input when the server returned no run ID (default 20s;
+	// runs appear in listings after a few seconds). SearchInterval is the
+	// pause between looks (default 1s).
+	SearchWait     time.Duration
+	SearchInterval time.Duration
+}
+
+// Adapter dispatches and follows GitHub Actions workflow runs. It is safe
+// for concurrent use.
+type Adapter struct {
+	name   string
+	gh     *github.Client
+	blobs  *http.Client // log downloads: no credentials, no budget
+	tools  map[string]*tool
+	now    func() time.Time
+	log    *slog.Logger
+	red    *redactor
+	meter  *meter
+	cache  *etagCache
+	search struct{ wait, interval time.Duration }
+
+	// runDetails is whether dispatches ask for the run ID; it turns false
+	// when the server turns out to refuse it.
+	runDetails atomic.Bool
+
+	polls singleflight.Group
+
+	mu      sync.Mutex
+	memo    *lru[memoEntry]
+	cancels *lru[*cancelRecord]
+}
+
+// tool is a compiled JobConfig.
+type tool struct {
+	name       string
+	cfg        JobConfig
+	workflowID int64 // when the workflow is given by ID
+	ref        template
+	inputs     []input
+}
+
+type input struct {
+	name string
+	t    template
+}
+
+// refData is the adapter-owned part of a JobRef.
+type refData struct {
+	Tool  string `json:"tool"`
+	Owner string `json:"owner"`
+	Repo  string `json:"repo"`
+	RunID int64  `json:"run_id"`
+}
+
+func (d refData) key() string { return d.Owner + "/" + d.Repo + "/" + strconv.FormatInt(d.RunID, 10) }
+
+// memoEntry is the last observation of a run, valid while its ETag holds.
+type memoEntry struct {
+	etag string
+	obs  adapters.Observation
+}
+
+// cancelRecord is what the adapter remembers of a cancel it sent.
+type cancelRecord struct {
+	at     time.Time
+	forced bool
+}
+
+// New returns an adapter for the backend called name, serving the given
+// tools (by tool name). It applies defaults to copies of the configs,
+// validates them and expands the token's ${NAME}; an unset variable is an
+// error that names the variable.
+func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *Options) (*Adapter, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	backend.SetDefaults()
+	var errs []error
+	if err := backend.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	a := &Adapter{
+		name:    name,
+		tools:   map[string]*tool{},
+		now:     opts.Now,
+		log:     opts.Logger,
+		red:     &redactor{},
+		memo:    newLRU[memoEntry](memoEntries),
+		cancels: newLRU[*cancelRecord](cancelEntries),
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.search.wait, a.search.interval = opts.SearchWait, opts.SearchInterval
+	if a.search.wait <= 0 {
+		a.search.wait = 20 * time.Second
+	}
+	if a.search.interval <= 0 {
+		a.search.interval = time.Second
+	}
+
+	var token string
+	if backend.App != nil {
+		errs = append(errs, adapters.Fieldf("app", "GitHub App authentication is not supported yet; use token"))
+	} else if envName, ok := envRef(backend.Token); ok {
+		v, set := getenv(envName)
+		switch {
+		case !set || v == "":
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s is not set", envName))
+		case strings.ContainsAny(v, " \r\n\t\x00"):
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s contains white space or NUL", envName))
+		default:
+			token = v
+			a.red.add(v)
+		}
+	}
+	for _, tn := range sortedKeys(tools) {
+		t, err := compileTool(tn, tools[tn])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", tn, err))
+			continue
+		}
+		if !*backend.DispatchRunDetails && t.cfg.CorrelationInput == "" {
+			errs = append(errs, fmt.Errorf("tool %q: %w", tn, adapters.Fieldf("correlation_input",
+				"required: the backend sets dispatch_run_details: false, so runs are found by their correlation input")))
+			continue
+		}
+		a.tools[tn] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("github_actions backend %q: %w", name, err)
+	}
+
+	base := http.RoundTripper(nil)
+	if opts.HTTPClient != nil {
+		base = opts.HTTPClient.Transport
+	}
+	if base == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		base = t
+	}
+	a.meter = newMeter(base, a.now, backend.APIVersion, backend.RequestsPerHour)
+	a.cache = newETagCache(a.meter, cacheEntries)
+	ghOpts := []github.ClientOptionsFunc{
+		github.WithHTTPClient(&http.Client{Transport: a.cache, Timeout: backend.Timeout}),
+		github.WithAuthToken(token),
+		// The adapter keeps its own rate-limit state on its own clock.
+		github.WithDisableRateLimitCheck(),
+		github.WithUserAgent("jobbridge-github-actions"),
+	}
+	if backend.APIURL != "" {
+		u := strings.TrimSuffix(backend.APIURL, "/") + "/"
+		ghOpts = append(ghOpts, github.WithURLs(&u, &u))
+	}
+	gh, err := github.NewClient(ghOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("github_actions backend %q: creating the GitHub client: %v", name, a.red.redact(err.Error()))
+	}
+	a.gh = gh
+	a.blobs = &http.Client{
+		Transport:     base,
+		Timeout:       max(backend.Timeout, 30*time.Second),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	a.runDetails.Store(*backend.DispatchRunDetails)
+	return a, nil
+}
+
+func compileTool(name string, cfg JobConfig) (*tool, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := &tool{name: name, cfg: cfg, ref: parseTemplate(cfg.Ref)}
+	if id, err := strconv.ParseInt(cfg.Workflow, 10, 64); err == nil {
+		t.workflowID = id
+	}
+	for _, k := range sortedKeys(cfg.Inputs) {
+		t.inputs = append(t.inputs, input{name: k, t: parseTemplate(cfg.Inputs[k])})
+	}
+	return t, nil
+}
+
+func (a *Adapter) tool(name string) (*tool, error) {
+	t, ok := a.tools[name]
+	if !ok {
+		return nil, fmt.Errorf("backend %q has no tool %q", a.name, name)
+	}
+	return t, nil
+}
+
+// Start dispatches the tool's workflow once and returns the run. See the
+// package documentation for how the run's ID is learnt and how outcomes are
+// classified.
+func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, error) {
+	t, err := a.tool(req.Tool)
+	if err != nil {
+		return adapters.JobRef{}, err
+	}
+	fail := func(err error) (adapters.JobRef, error) {
+		return adapters.JobRef{}, fmt.Errorf("dispatching workflow %s of %s/%s: %w", t.cfg.Workflow, t.cfg.Owner, t.cfg.Repo, err)
+	}
+	body, err := t.dispatchBody(req)
+	if err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", errNotSent, err))
+	}
+	withDetails := a.runDetails.Load()
+	since := a.now()
+	details, err := a.dispatch(ctx, t, body, withDetails)
+	if withDetails && isRunDetailsRefusal(err) {
+		if t.cfg.CorrelationInput == "" {
+			return fail(fmt.Errorf("the server refused return_run_details (%s); for GitHub Enterprise Server 3.20 and older give the tool a correlation_input", a.errText(err)))
+		}
+		// A 400 or 422 created nothing: ask again without the field.
+		details, err = a.dispatch(ctx, t, body, false)
+		if err == nil {
+			a.runDetails.Store(false)
+			a.log.Warn("the server refuses return_run_details; finding dispatched runs by their correlation input from now on", "backend", a.name)
+		}
+	}
+	if err != nil {
+		return fail(a.dispatchError(err))
+	}
+	if id := details.GetWorkflowRunID(); id > 0 {
+		return t.jobRef(id), nil
+	}
+	// Accepted without a run ID (204, or 202 in newer API versions).
+	if t.cfg.CorrelationInput == "" {
+		return fail(fmt.Errorf("the server accepted the dispatch but returned no run ID, and the tool has no correlation_input to find it by: %w", adapters.ErrOutcomeUnknown))
+	}
+	ref, found, err := a.awaitRun(ctx, t, req.CorrelationID, since)
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("dispatched, but looking for the run failed: %w: %w", adapters.ErrOutcomeUnknown, err))
+	case !found:
+		return fail(fmt.Errorf("dispatched, but no run titled with correlation ID %s appeared within %v: %w", req.CorrelationID, a.search.wait, adapters.ErrOutcomeUnknown))
+	}
+	return ref, nil
+}
+
+// dispatchBody renders the dispatch's ref and inputs.
+func (t *tool) dispatchBody(req adapters.StartRequest) (github.CreateWorkflowDispatchEventRequest, error) {
+	var body github.CreateWorkflowDispatchEventRequest
+	ref, missing, err := t.ref.render(req.Arguments, req.CorrelationID)
+	if err != nil {
+		return body, fmt.Errorf("rendering ref: %w", err)
+	}
+	if missing || strings.TrimSpace(ref) == "" {
+		return body, errors.New("the ref is empty: the argument it names was not given")
+	}
+	body.Ref = ref
+	body.Inputs = map[string]any{}
+	for _, in := range t.inputs {
+		v, missing, err := in.t.render(req.Arguments, req.CorrelationID)
+		if err != nil {
+			return body, fmt.Errorf("rendering input %s: %w", in.name, err)
+		}
+		if !missing {
+			body.Inputs[in.name] = v
+		}
+	}
+	if ci := t.cfg.CorrelationInput; ci != "" {
+		body.Inputs[ci] = req.CorrelationID
+	}
+	if len(body.Inputs) == 0 {
+		body.Inputs = nil
+	}
+	return body, nil
+}
+
+func (a *Adapter) dispatch(ctx context.Context, t *tool, body github.CreateWorkflowDispatchEventRequest, withDetails bool) (*github.WorkflowDispatchRunDetails, error) {
+	if withDetails {
+		body.ReturnRunDetails = github.Ptr(true)
+	}
+	var (
+		d   *github.WorkflowDispatchRunDetails
+		err error
+	)
+	if t.workflowID != 0 {
+		d, _, err = a.gh.Actions.CreateWorkflowDispatchEventByID(ctx, t.cfg.Owner, t.cfg.Repo, t.workflowID, body)
+	} else {
+		d, _, err = a.gh.Actions.CreateWorkflowDispatchEventByFileName(ctx, t.cfg.Owner, t.cfg.Repo, t.cfg.Workflow, body)
+	}
+	if _, ok := errors.AsType[*github.AcceptedError](err); ok {
+		return nil, nil
+	}
+	return d, err
+}
+
+// isRunDetailsRefusal reports a 400 or 422 answer to a dispatch, which is
+// how servers without return_run_details refuse it.
+func isRunDetailsRefusal(err error) bool {
+	er, ok := errors.AsType[*github.ErrorResponse](err)
+	return ok && er.Response != nil && (er.Response.StatusCode == http.StatusBadRequest || er.Response.StatusCode == http.StatusUnprocessableEntity)
+}
+
+// dispatchError classifies a failed dispatch: only an answer that may have
+// come after GitHub acted on it, or none at all after the request may have
+// been written, is an unknown outcome.
+func (a *Adapter) dispatchError(err error) error {
+	text := a.errText(err)
+	switch {
+	case errors.Is(err, errNotSent):
+		return errors.New(text)
+	case a.rateLimited(err):
+		return fmt.Errorf("GitHub refused it for now: %s: %w", text, ErrRateLimited)
+	}
+	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
+		if code := er.Response.StatusCode; code >= 400 && code < 500 && code != http.StatusRequestTimeout {
+			return fmt.Errorf("GitHub refused it: %s", text)
+		}
+		return fmt.Errorf("%s: %w", text, adapters.ErrOutcomeUnknown)
+	}
+	if isDialError(err) {
+		return fmt.Errorf("%s: %w", text, errNotSent)
+	}
+	return fmt.Errorf("%s: %w", text, adapters.ErrOutcomeUnknown)
+}
+
+// isDialError reports an error that happened before a connection existed.
+func isDialError(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func (t *tool) jobRef(runID int64) adapters.JobRef {
+	b, _ := json.Marshal(refData{Tool: t.name, Owner: t.cfg.Owner, Repo: t.cfg.Repo, RunID: runID}) // plain strings and numbers
+	return adapters.JobRef{ID: strconv.FormatInt(runID, 10), Data: b}
+}
+
+// awaitRun looks for the run with the correlation ID until it appears or the
+// search time runs out.
+func (a *Adapter) awaitRun(ctx context.Context, t *tool, correlationID string, since time.Time) (adapters.JobRef, bool, error) {
+	deadline := time.Now().Add(a.search.wait)
+	for {
+		ref, found, err := a.findRun(ctx, t, correlationID, since.Add(-createdSkew))
+		if err != nil || found {
+			return ref, found, err
+		}
+		if time.Now().Add(a.search.interval).After(deadline) {
+			return adapters.JobRef{}, false, nil
+		}
+		timer := time.NewTimer(a.search.interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return adapters.JobRef{}, false, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// Find looks the run up by the correlation ID in the titles of the workflow's
+// dispatch runs of the last week (newest 500). A tool without a
+// correlation_input cannot be searched: the error wraps
+// errors.ErrUnsupported.
+func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
+	t, err := a.tool(req.Tool)
+	if err != nil {
+		return adapters.JobRef{}, false, err
+	}
+	if t.cfg.CorrelationInput == "" {
+		return adapters.JobRef{}, false, fmt.Errorf("tool %s has no correlation_input to find runs by: %w", t.name, errors.ErrUnsupported)
+	}
+	ref, found, err := a.findRun(ctx, t, req.CorrelationID, a.now().Add(-findLookback))
+	if err != nil {
+		return adapters.JobRef{}, false, fmt.Errorf("looking for the run with correlation ID %s: %w", req.CorrelationID, err)
+	}
+	return ref, found, nil
+}
+
+// findRun searches the workflow's dispatch runs created since the given time
+// for one whose title carries the correlation ID.
+func (a *Adapter) findRun(ctx context.Context, t *tool, correlationID string, since time.Time) (adapters.JobRef, bool, error) {
+	if correlationID == "" {
+		return adapters.JobRef{}, false, errors.New("no correlation ID")
+	}
+	opts := &github.ListWorkflowRunsOptions{
+		Event:       "workflow_dispatch",
+		Created:     ">=" + since.UTC().Format(time.RFC3339),
+		ListOptions: github.ListOptions{PerPage: 100},
+	}
+	for page := 1; page <= searchPages; page++ {
+		opts.Page = page
+		var (
+			runs *github.WorkflowRuns
+			resp *github.Response
+			err  error
+		)
+		if t.workflowID != 0 {
+			runs, resp, err = a.gh.Actions.ListWorkflowRunsByID(ctx, t.cfg.Owner, t.cfg.Repo, t.workflowID, opts)
+		} else {
+			runs, resp, err = a.gh.Actions.ListWorkflowRunsByFileName(ctx, t.cfg.Owner, t.cfg.Repo, t.cfg.Workflow, opts)
+		}
+		if err != nil {
+			return adapters.JobRef{}, false, a.apiError(err)
+		}
+		for _, r := range runs.WorkflowRuns {
+			if titleCarries(r.GetDisplayTitle(), correlationID) {
+				return t.jobRef(r.GetID()), true, nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+	}
+	return adapters.JobRef{}, false, nil
+}
+
+// titleCarries reports whether the run title contains the correlation ID as
+// a whole word.
+func titleCarries(title, id string) bool {
+	for i := 0; ; {
+		j := strings.Index(title[i:], id)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(id)
+		if (start == 0 || !isIDChar(title[start-1])) && (end == len(title) || !isIDChar(title[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func isIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// decodeRef reads a JobRef this adapter made.
+func (a *Adapter) decodeRef(ref adapters.JobRef) (refData, *tool, error) {
+	var d refData
+	if err := json.Unmarshal(ref.Data, &d); err != nil || d.RunID <= 0 || d.Owner == "" || d.Repo == "" {
+		return d, nil, fmt.Errorf("job reference %q was not made by the github_actions adapter", ref.ID)
+	}
+	t := a.tools[d.Tool]
+	if t == nil {
+		// The tool left the catalog: observe with default settings.
+		t = &tool{name: d.Tool}
+		t.cfg.SetDefaults()
+	}
+	return d, t, nil
+}
+
+// Poll observes the runs, several at a time. It returns an error only when
+// ctx ends.
+func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {
+	obs := make([]adapters.Observation, len(refs))
+	var g errgroup.Group
+	g.SetLimit(pollConcurrency)
+	for i, ref := range refs {
+		g.Go(func() error {
+			obs[i] = a.poll(ctx, ref)
+			return nil
+		})
+	}
+	_ = g.Wait() // the functions report through obs
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("polling %s runs: %w", a.name, err)
+	}
+	return obs, nil
+}
+
+func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef) adapters.Observation {
+	d, t, err := a.decodeRef(ref)
+	if err != nil {
+		return adapters.Observation{Err: err}
+	}
+	v, err, _ := a.polls.Do(d.key(), func() (any, error) {
+		return a.observe(ctx, t, d)
+	})
+	if err != nil {
+		return adapters.Observation{Err: fmt.Errorf("polling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)}
+	}
+	return v.(adapters.Observation)
+}
+
+// observe reads the run and turns it into an observation, reusing the last
+// one while the run is unchanged, and force-cancels a run that outlived its
+// cancel's grace.
+func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Observation, error) {
+	run, resp, err := a.gh.Actions.GetWorkflowRunByID(ctx, d.Owner, d.Repo, d.RunID)
+	if err != nil {
+		if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil &&
+			(er.Response.StatusCode == http.StatusNotFound || er.Response.StatusCode == http.StatusGone) {
+			return adapters.Observation{}, fmt.Errorf("%s: %w", a.errText(err), adapters.ErrJobNotFound)
+		}
+		return adapters.Observation{}, a.apiError(err)
+	}
+	key := d.key()
+	etag := resp.Header.Get("ETag")
+	cancel := a.cancelRecord(key)
+
+	var obs adapters.Observation
+	if m, ok := a.memoGet(key); ok && etag != "" && m.etag == etag {
+		obs = m.obs
+	} else {
+		obs, err = a.build(ctx, t, d, run)
+		if err != nil {
+			return adapters.Observation{}, err
+		}
+		if etag != "" {
+			a.memoPut(key, memoEntry{etag: etag, obs: obs})
+		}
+	}
+
+	if cancel != nil {
+		if run.GetStatus() == "completed" {
+			if obs.State == adapters.StateToolError && run.GetConclusion() == "failure" {
+				// Runs cancelled while running have been seen to conclude
+				// "failure": after our cancel, that is a cancellation.
+				obs.State = adapters.StateCancelled
+				obs.Message = "cancelled (the run concluded failure after the cancel)"
+			}
+		} else if !cancel.forced && a.now().Sub(cancel.at) >= t.cfg.ForceCancelAfter {
+			_ = a.forceCancel(ctx, d) // logged; retried by the next poll
+			obs.Message += fmt.Sprintf(" (still running %v after the cancel; force-cancel sent)", t.cfg.ForceCancelAfter)
+		} else {
+			obs.Message += " (cancel requested)"
+		}
+	}
+	return obs, nil
+}
+
+// Cancel asks GitHub to cancel the run. A 202 is success; a 409 (already
+// completed) and a 404 (gone) are not errors. When the adapter cancelled
+// the run before and its force_cancel_after has passed, Cancel force-cancels
+// it instead (once).
+func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
+	d, t, err := a.decodeRef(ref)
+	if err != nil {
+		return fmt.Errorf("cancelling run: %w", err)
+	}
+	key := d.key()
+	a.mu.Lock()
+	rec, ok := a.cancels.get(key)
+	if !ok {
+		rec = &cancelRecord{at: a.now()}
+		a.cancels.put(key, rec)
+	}
+	escalate := !rec.forced && a.now().Sub(rec.at) >= t.cfg.ForceCancelAfter
+	a.memo.drop(key)
+	a.mu.Unlock()
+	if escalate {
+		if err := a.forceCancel(ctx, d); err != nil {
+			return fmt.Errorf("force-cancelling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)
+		}
+		return nil
+	}
+	_, err = a.gh.Actions.CancelWorkflowRunByID(ctx, d.Owner, d.Repo, d.RunID)
+	if err := a.cancelResult(err); err != nil {
+		return fmt.Errorf("cancelling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)
+	}
+	return nil
+}
+
+// forceCancel sends POST .../force-cancel, once per cancel the adapter
+// remembers. go-github has no wrapper for it.
+func (a *Adapter) forceCancel(ctx context.Context, d refData) error {
+	key := d.key()
+	a.mu.Lock()
+	rec, ok := a.cancels.get(key)
+	if !ok || rec.forced {
+		a.mu.Unlock()
+		return nil
+	}
+	rec.forced = true
+	a.memo.drop(key)
+	a.mu.Unlock()
+	req, err := a.gh.NewRequest(ctx, http.MethodPost, fmt.Sprintf("repos/%s/%s/actions/runs/%d/force-cancel", d.Owner, d.Repo, d.RunID), nil)
+	if err == nil {
+		_, err = a.gh.Do(req, nil)
+	}
+	if err := a.cancelResult(err); err != nil {
+		a.mu.Lock()
+		rec.forced = false // try again next time
+		a.mu.Unlock()
+		a.log.Warn("force-cancelling run", "backend", a.name, "run", d.RunID, "error", err)
+		return err
+	}
+	a.log.Info("force-cancel sent", "backend", a.name, "run", d.RunID)
+	return nil
+}
+
+// cancelResult classifies the answer to a cancel or force-cancel.
+func (a *Adapter) cancelResult(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*github.AcceptedError](err); ok {
+		return nil
+	}
+	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
+		switch er.Response.StatusCode {
+		case http.StatusConflict, http.StatusNotFound, http.StatusGone:
+			return nil
+		}
+	}
+	return a.apiError(err)
+}
+
+// cancelRecord returns a copy of the run's cancel record, or nil.
+func (a *Adapter) cancelRecord(key string) *cancelRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.cancels.get(key)
+	if !ok {
+		return nil
+	}
+	c := *rec
+	return &c
+}
+
+func (a *Adapter) memoGet(key string) (memoEntry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.memo.get(key)
+}
+
+func (a *Adapter) memoPut(key string, m memoEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.memo.put(key, m)
+}
+
+func (a *Adapter) memoDrop(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.memo.drop(key)
+}
+
+// rateLimited reports whether err comes from a rate limit or the budget, and
+// holds requests back as a secondary limit without retry-after asks.
+func (a *Adapter) rateLimited(err error) bool {
+	if errors.Is(err, ErrRateLimited) {
+		return true
+	}
+	if _, ok := errors.AsType[*github.RateLimitError](err); ok {
+		return true // the meter saw x-ratelimit-remaining 0
+	}
+	if ae, ok := errors.AsType[*github.AbuseRateLimitError](err); ok {
+		if ae.RetryAfter == nil {
+			a.meter.block(a.now().Add(defaultThrottle))
+		}
+		return true
+	}
+	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
+		code := er.Response.StatusCode
+		return code == http.StatusTooManyRequests || code == http.StatusForbidden && er.Response.Header.Get("Retry-After") != ""
+	}
+	return false
+}
+
+// apiError turns a go-github error into one that is safe to show: redacted,
+// and wrapping ErrRateLimited for rate limits.
+func (a *Adapter) apiError(err error) error {
+	if a.rateLimited(err) {
+		return fmt.Errorf("%s: %w", a.errText(err), ErrRateLimited)
+	}
+	return errors.New(a.errText(err))
+}
+
+// errText is err's text, redacted and shortened.
+func (a *Adapter) errText(err error) string {
+	return a.red.clean(err.Error(), 500)
+}
+
+var (
+	_ adapters.Adapter   = (*Adapter)(nil)
+	_ adapters.Responder = (*Adapter)(nil)
+	_ adapters.Finder    = (*Adapter)(nil)
+)
+
+// lru is a small least-recently-used map. It is not safe for concurrent use.
+type lru[V any] struct {
+	max   int
+	items map[string]*lruItem[V]
+	head  *lruItem[V] // most recent
+	tail  *lruItem[V]
+}
+
+type lruItem[V any] struct {
+	key        string
+	v          V
+	prev, next *lruItem[V]
+}
+
+func newLRU[V any](n int) *lru[V] { return &lru[V]{max: n, items: map[string]*lruItem[V]{}} }
+
+func (l *lru[V]) get(k string) (V, bool) {
+	it, ok := l.items[k]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	l.unlink(it)
+	l.pushFront(it)
+	return it.v, true
+}
+
+func (l *lru[V]) put(k string, v V) {
+	if it, ok := l.items[k]; ok {
+		it.v = v
+		l.unlink(it)
+		l.pushFront(it)
+		return
+	}
+	it := &lruItem[V]{key: k, v: v}
+	l.items[k] = it
+	l.pushFront(it)
+	for len(l.items) > l.max && l.tail != nil {
+		old := l.tail
+		l.unlink(old)
+		delete(l.items, old.key)
+	}
+}
+
+func (l *lru[V]) drop(k string) {
+	if it, ok := l.items[k]; ok {
+		l.unlink(it)
+		delete(l.items, k)
+	}
+}
+
+func (l *lru[V]) unlink(it *lruItem[V]) {
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else {
+		l.head = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else {
+		l.tail = it.prev
+	}
+	it.prev, it.next = nil, nil
+}
+
+func (l *lru[V]) pushFront(it *lruItem[V]) {
+	it.next = l.head
+	if l.head != nil {
+		l.head.prev = it
+	}
+	l.head = it
+	if l.tail == nil {
+		l.tail = it
+	}
+}

@@ -1,0 +1,187 @@
+package githubactions
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
+)
+
+// TestStartSendsRefAndInputs checks what a dispatch carries: the rendered
+// ref and inputs, and the correlation input.
+func TestStartSendsRefAndInputs(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	a := f.adapter(nil)
+	ref := f.start(a, "succeeds", map[string]any{"branch": "release/1.2"}, "corr-inputs")
+	want := map[string]string{"message": "build release/1.2", "correlation_id": "corr-inputs"}
+	if diff := cmp.Diff(want, f.gh.Inputs(runID(t, ref))); diff != "" {
+		t.Errorf("dispatch inputs (-want +got):\n%s", diff)
+	}
+	if ref.ID == "" || f.gh.Dispatches("corr-inputs") != 1 {
+		t.Errorf("ref %+v, dispatches %d; want one run", ref, f.gh.Dispatches("corr-inputs"))
+	}
+
+	// A workflow given by numeric ID, without a correlation input.
+	ref = f.start(a, "no_correlation", nil, "corr-numbered")
+	if o := f.poll(a, ref); o.State != adapters.StateSucceeded {
+		t.Errorf("numbered workflow run: %v %q", o.State, o.Message)
+	}
+	if in := f.gh.Inputs(runID(t, ref)); len(in) != 0 {
+		t.Errorf("a tool without inputs sent %v", in)
+	}
+}
+
+// TestEnterpriseFallback checks the per-backend fallback for servers that
+// refuse return_run_details (GitHub Enterprise Server 3.20 and older): the
+// refused dispatch created nothing, the repeated one without the field is
+// found by its correlation input, and later dispatches skip the field.
+func TestEnterpriseFallback(t *testing.T) {
+	for _, status := range []int{http.StatusUnprocessableEntity, http.StatusBadRequest} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{fake: func(o *githubfake.Options) { o.RejectRunDetails = status }})
+			a := f.adapter(nil)
+
+			before := f.gh.Requests()
+			ref := f.start(a, "succeeds", map[string]any{"branch": "main"}, "corr-ghes-1")
+			first := f.gh.Requests() - before
+			if got := f.gh.Dispatches("corr-ghes-1"); got != 1 {
+				t.Fatalf("dispatches with the correlation ID = %d, want 1", got)
+			}
+			if got := f.gh.Inputs(runID(t, ref))["correlation_id"]; got != "corr-ghes-1" {
+				t.Errorf("the found run carries correlation %q", got)
+			}
+			// refused dispatch, dispatch, one search
+			if first != 3 {
+				t.Errorf("the first start sent %d requests, want 3 (refused dispatch, dispatch, search)", first)
+			}
+
+			before = f.gh.Requests()
+			ref2 := f.start(a, "succeeds", map[string]any{"branch": "main"}, "corr-ghes-2")
+			if got := f.gh.Requests() - before; got != 2 {
+				t.Errorf("the second start sent %d requests, want 2 (dispatch without the field, search)", got)
+			}
+			if ref2.ID == ref.ID {
+				t.Errorf("both starts found run %s", ref.ID)
+			}
+			if o := f.poll(a, ref2); o.State != adapters.StateWorking {
+				t.Errorf("found run: %v %q", o.State, o.Message)
+			}
+
+			// A tool without a correlation input cannot fall back.
+			a2 := f.adapter(nil)
+			_, err := a2.Start(t.Context(), adapters.StartRequest{Tool: "no_correlation", CorrelationID: "corr-ghes-3"})
+			if err == nil || errors.Is(err, adapters.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "correlation_input") {
+				t.Errorf("Start without a correlation input on GHES: %v; want a definite refusal naming correlation_input", err)
+			}
+		})
+	}
+}
+
+// TestDispatchRunDetailsOff checks dispatch_run_details: false: the field is
+// never sent, runs are found by title, including when they show up in
+// listings only after a while.
+func TestDispatchRunDetailsOff(t *testing.T) {
+	f := newFixture(t, fixtureOptions{realTime: true, fake: func(o *githubfake.Options) {
+		o.RejectRunDetails = http.StatusUnprocessableEntity
+		o.ListDelay = 100 * time.Millisecond
+	}})
+	a := f.adapter(func(b *BackendConfig, tools map[string]JobConfig) {
+		b.DispatchRunDetails = new(false)
+		delete(tools, "no_correlation")
+	})
+	before := f.gh.Requests()
+	ref := f.start(a, "succeeds", map[string]any{"branch": "main"}, "corr-off")
+	if got := f.gh.Dispatches("corr-off"); got != 1 {
+		t.Errorf("dispatches = %d, want 1", got)
+	}
+	if got := f.gh.Requests() - before; got < 3 {
+		t.Errorf("start sent %d requests; want a dispatch and repeated searches while the run is not listed", got)
+	}
+	if got := f.gh.Inputs(runID(t, ref))["correlation_id"]; got != "corr-off" {
+		t.Errorf("found run carries correlation %q", got)
+	}
+
+	_, err := f.newAdapter(func(b *BackendConfig, tools map[string]JobConfig) { b.DispatchRunDetails = new(false) })
+	if err == nil || !strings.Contains(err.Error(), `tool "no_correlation": correlation_input: required`) {
+		t.Errorf("New with dispatch_run_details false and a tool without correlation_input: %v", err)
+	}
+}
+
+// TestStartOutcomes checks how dispatch failures are classified, that an
+// ambiguous dispatch is never re-sent, and that Find reconciles it.
+func TestStartOutcomes(t *testing.T) {
+	tests := []struct {
+		name        string
+		fault       githubfake.Fault
+		wantUnknown bool
+		wantLimited bool
+		wantRuns    int
+	}{
+		{name: "503 after dispatching", fault: githubfake.Fault{Status: 503, AfterHandling: true}, wantUnknown: true, wantRuns: 1},
+		{name: "connection dropped after dispatching", fault: githubfake.Fault{Drop: true, AfterHandling: true}, wantUnknown: true, wantRuns: 1},
+		{name: "502 before dispatching", fault: githubfake.Fault{Status: 502}, wantUnknown: true, wantRuns: 0},
+		{name: "404 workflow", fault: githubfake.Fault{Status: 404}, wantRuns: 0},
+		{name: "403 forbidden", fault: githubfake.Fault{Status: 403}, wantRuns: 0},
+		{name: "secondary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, RetryAfter: time.Minute}, wantLimited: true},
+		{name: "primary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultPrimaryRateLimit, Status: 429, RetryAfter: time.Minute}, wantLimited: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			a := f.adapter(nil)
+			tt.fault.Method, tt.fault.Path = http.MethodPost, "/dispatches"
+			f.gh.Inject(tt.fault)
+			req := adapters.StartRequest{Tool: "succeeds", Arguments: map[string]any{"branch": "main"}, CorrelationID: "corr-outcome"}
+			before := f.gh.Requests()
+			_, err := a.Start(t.Context(), req)
+			if err == nil {
+				t.Fatal("Start succeeded despite the fault")
+			}
+			if got := errors.Is(err, adapters.ErrOutcomeUnknown); got != tt.wantUnknown {
+				t.Errorf("Start: %v; unknown outcome %v, want %v", err, got, tt.wantUnknown)
+			}
+			if got := errors.Is(err, ErrRateLimited); got != tt.wantLimited {
+				t.Errorf("Start: %v; rate limited %v, want %v", err, got, tt.wantLimited)
+			}
+			if got := f.gh.Requests() - before; got != 1 {
+				t.Errorf("Start sent %d requests, want 1: an ambiguous dispatch is never re-sent", got)
+			}
+			if got := f.gh.Dispatches("corr-outcome"); got != tt.wantRuns {
+				t.Errorf("runs created = %d, want %d", got, tt.wantRuns)
+			}
+			f.clock.Advance(2 * time.Minute) // past any rate limit
+			_, found, err := a.Find(t.Context(), req)
+			if err != nil || found != (tt.wantRuns == 1) {
+				t.Errorf("Find = found %v, err %v; want found %v", found, err, tt.wantRuns == 1)
+			}
+		})
+	}
+}
+
+// TestFindUnsupportedWithoutCorrelation checks that a tool without a
+// correlation input says it cannot be searched.
+func TestFindUnsupportedWithoutCorrelation(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	_, _, err := f.adapter(nil).Find(t.Context(), adapters.StartRequest{Tool: "no_correlation", CorrelationID: "x"})
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Find: %v, want errors.ErrUnsupported", err)
+	}
+}
+
+// TestStartMissingArgument checks that a ref naming an absent argument is
+// refused before anything is sent.
+func TestStartMissingArgument(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	a := f.adapter(nil)
+	before := f.gh.Requests()
+	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "succeeds", CorrelationID: "c"})
+	if err == nil || errors.Is(err, adapters.ErrOutcomeUnknown) || f.gh.Requests() != before {
+		t.Errorf("Start without the ref's argument: %v, %d requests; want a refusal without requests", err, f.gh.Requests()-before)
+	}
+}

@@ -1,0 +1,63 @@
+// Package githubfake is an in-process fake of the GitHub REST API endpoints
+// that drive GitHub Actions workflow runs, with scripted workflows. It speaks
+// real HTTP and JSON as GitHub does, so the go-github client, the GitHub
+// Actions adapter and `jobbridge demo` exercise their real code against it.
+//
+// A [Server] is an [http.Handler]; [Server.Start] also serves it on a
+// loopback address and returns the base URL to give go-github. Run state is
+// computed on each request from the server's clock ([Options.Now]), so a test
+// with a fake clock is deterministic and the server runs no goroutines.
+//
+// # Endpoints
+//
+// Under the base URL (all of owner/repo exist; workflows are those of
+// [Options.Workflows], by file name or numeric ID):
+//
+//	POST repos/{o}/{r}/actions/workflows/{wf}/dispatches    204; 200 {workflow_run_id, run_url, html_url} with return_run_details
+//	GET  repos/{o}/{r}/actions/workflows/{wf}/runs          event, branch, status, created, per_page, page; newest first
+//	GET  repos/{o}/{r}/actions/runs/{id}                    the run
+//	GET  repos/{o}/{r}/actions/runs/{id}/jobs               its jobs (this attempt)
+//	GET  repos/{o}/{r}/actions/runs/{id}/artifacts          listed once the run has completed
+//	GET  repos/{o}/{r}/actions/runs/{id}/pending_deployments
+//	POST repos/{o}/{r}/actions/runs/{id}/pending_deployments {environment_ids, state, comment}, all required
+//	POST repos/{o}/{r}/actions/runs/{id}/cancel             202 {}; 409 when completed
+//	POST repos/{o}/{r}/actions/runs/{id}/force-cancel       202 {}; 409 when completed
+//	GET  repos/{o}/{r}/actions/jobs/{id}/logs               302 to a pre-signed plain-text download under _blobs/
+//
+// Every JSON GET answer carries a weak ETag; a request whose If-None-Match
+// matches is answered 304 with no body. Requests carry rate-limit headers
+// (x-ratelimit-limit, -remaining, -used, -reset, -resource) from a window per
+// token of [Options.RateLimit] requests an hour; 304 answers do not count.
+// When the window is spent the answer is 403 with x-ratelimit-remaining 0.
+// An X-GitHub-Api-Version other than 2022-11-28 or 2026-03-10 is refused with
+// 400. With [Options.Tokens] set, a request without one of them as bearer
+// token is answered 401 "Bad credentials". Errors are {"message",
+// "documentation_url"} as on GitHub.
+//
+// A dispatch needs ref (422 otherwise) and at most 25 inputs, whose values
+// must be strings, booleans or numbers. With [Options.RejectRunDetails] the
+// server refuses return_run_details as GitHub Enterprise Server 3.20 and
+// older do. The input [ScriptInput] picks a script from [Options.Scripts].
+//
+// # Run timeline
+//
+// A run is "pending" for Script.Pending, "queued" for Script.Queued, then runs
+// its jobs one after the other ("in_progress"); the run's updated_at moves at
+// every transition, so its ETag changes then and only then. With an
+// Approval, the run is "waiting" before the gated job until a review
+// arrives: approved lets the job start, rejected ends the run "failure". When
+// every job has run the run is "completed" with Script.Conclusion. A cancel
+// applies Script.OnCancel (cancelled at once, ignored, or "failure"); a
+// force-cancel always ends the run "cancelled". Cancelling a completed run is
+// 409.
+//
+// # Test hooks
+//
+// [Server.Requests], [Server.NotModified], [Server.Counted],
+// [Server.APIVersions], [Server.Dispatches], [Server.Cancels],
+// [Server.ForceCancels] and [Server.Reviews] count what the server received;
+// [Server.Purge] forgets a run, [Server.Rerun] starts a new attempt, and
+// [Server.Inject] scripts failures: a status, a primary or secondary rate
+// limit (403 or 429, with retry-after or x-ratelimit-reset), optionally after
+// the request took effect, or a dropped connection.
+package githubfake

@@ -1,0 +1,460 @@
+// Package postgres stores task mappings in PostgreSQL, the store of several
+// bridge replicas sharing one database.
+//
+// It keeps the same table as mapping/sqlite, with the same column meanings
+// and the same semantics, and passes the same contract suite
+// (mapping/storetest). Times are TIMESTAMPTZ written at millisecond precision
+// in UTC and durations are milliseconds, so they read back exactly as the
+// SQLite store returns them. Every write is a single statement that commits
+// before it returns; Update is conditional on the row's version and on the
+// row not being terminal, so replicas racing to write a task serialise on the
+// row and exactly one of them wins.
+//
+// # Schema migrations
+//
+// The schema is versioned (embedded migrations/NNNN_description.sql files)
+// and brought up to date by Open, in one transaction that first takes a
+// transaction-level advisory lock: replicas that start together wait for one
+// another, the first applies the pending migrations and the others find the
+// schema current. A database migrated by a newer build is refused.
+//
+// # Sweeps across replicas
+//
+// Beyond mapping.Store, [Store.ClaimLive] hands out live tasks to the sweeps
+// of several replicas under time-limited leases, so that each task is swept
+// by one replica at a time and the leases of a replica that dies run out;
+// [Store.Release] gives leases back and [Store.Now] reads the database's
+// clock, which the replicas share.
+//
+// # Connection string
+//
+// Open takes a PostgreSQL URL (postgres://user:password@host:5432/db?...) or
+// keyword/value string, with pgx's pool settings such as pool_max_conns. The
+// store prepares and caches its statements on each connection; behind a
+// connection pooler in transaction mode add default_query_exec_mode=exec.
+//
+// The store is built for read committed, PostgreSQL's default isolation
+// level. Under a stricter default_transaction_isolation, Update still reports
+// a lost race as mapping.ErrConflict, but a ClaimLive that races another may
+// fail with a serialization error, to be retried by the next sweep.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobbridge/jobbridge/mapping"
+)
+
+// Options tunes a Store. The zero value (or nil) is the default.
+type Options struct {
+	// MaxConns caps the connection pool. Zero keeps the connection
+	// string's pool_max_conns, or else pgx's default (4, or the number of
+	// CPUs if more).
+	MaxConns int32
+}
+
+// Store is a mapping.Store backed by a PostgreSQL database. It is safe for
+// concurrent use, also by several processes sharing the database.
+type Store struct {
+	pool *pgxpool.Pool
+
+	closeOnce sync.Once
+}
+
+var _ mapping.Store = (*Store)(nil)
+
+// serializationFailure is the SQLSTATE of a transaction that lost a race
+// under repeatable read or serializable isolation.
+const serializationFailure = "40001"
+
+// applicationName is reported to the server (pg_stat_activity) unless the
+// connection string sets application_name.
+const applicationName = "jobbridge"
+
+// Open connects to the database at dsn and brings its schema up to date. A
+// database written by a newer build (with a schema this build does not know)
+// is refused. opts may be nil. The caller must Close the store.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the connection string, password
+		// included if it fails to recognise it: say only what is wrong
+		// in general.
+		return nil, errors.New("opening postgres store: invalid connection string (want postgres://user:password@host:port/database or key=value pairs)")
+	}
+	if opts != nil && opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
+	}
+	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres store %s: %w", where, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres store %s: %w", where, err)
+	}
+	if err := migrate(ctx, pool, ms); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening postgres store %s: %w", where, err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// columns lists the tasks columns in the order scanTask reads them and Create
+// binds them.
+const columns = `key, principal, tool, args_digest, args, server_build, catalog_revision,
+	backend, job_ref, correlation_id, phase, status, status_message,
+	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
+	cancel_requested_at, cancel_forwarded_at, cancel_sent_at, input_requests, answered_keys,
+	observation, observed_at, missing_since, outcome, version`
+
+// liveCondition selects the tasks in the tasks_live index, the live ones.
+const liveCondition = `status IN ('working', 'input_required')`
+
+// notTerminal is Update's condition: the row is not completed, failed or
+// cancelled.
+const notTerminal = `status NOT IN ('completed', 'failed', 'cancelled')`
+
+// liveOrder is the order of ListLive and ClaimLive, the tasks_live index's:
+// never-observed tasks first, then by oldest observation, then by creation.
+const liveOrder = `observed_at ASC NULLS FIRST, created_at, key`
+
+// createQuery inserts a task, binding columns in order.
+const createQuery = `INSERT INTO tasks (` + columns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
+
+// updateQuery writes the mutable columns of a task if its version matches
+// and it is not terminal. Under read committed, a writer that waited for
+// another's row lock re-evaluates the condition on the row the other wrote,
+// so only one of the writers holding the same version succeeds.
+const updateQuery = `UPDATE tasks SET
+	tool = $1, args_digest = $2, args = $3, server_build = $4, catalog_revision = $5,
+	backend = $6, job_ref = $7, correlation_id = $8, phase = $9, status = $10, status_message = $11,
+	updated_at = $12, ttl_ms = $13, expires_at = $14, poll_interval_ms = $15,
+	cancel_requested_at = $16, cancel_forwarded_at = $17, cancel_sent_at = $18,
+	input_requests = $19, answered_keys = $20,
+	observation = $21, observed_at = $22, missing_since = $23, outcome = $24,
+	version = version + 1
+	WHERE key = $25 AND version = $26 AND ` + notTerminal
+
+// getQuery reads a task by primary key.
+const getQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE key = $1 AND principal = $2 AND expires_at > $3`
+
+// listLiveQuery walks the tasks_live partial index in order.
+const listLiveQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE ` + liveCondition + ` AND expires_at > $1
+	ORDER BY ` + liveOrder + `
+	LIMIT $2`
+
+// purgeQuery deletes along the tasks_expires_at index.
+const purgeQuery = `DELETE FROM tasks WHERE expires_at <= $1`
+
+// clock is the SQL time of ClaimLive: its $1 argument, or the database's
+// clock (the transaction's start, which for a single statement is when it
+// started) when that is NULL.
+const clock = `coalesce($1::timestamptz, now())`
+
+// claimLiveQuery locks up to $2 live, unexpired tasks whose lease is free,
+// in liveOrder, skipping rows that a concurrent claim has locked; leases them
+// to $3 for $4 milliseconds; and returns them in liveOrder. A row another
+// claim leased and committed after this statement's snapshot is locked and
+// then re-checked against the conditions, which its new lease fails. The
+// locked set is materialised, so that it is chosen exactly once.
+const claimLiveQuery = `WITH due AS MATERIALIZED (
+		SELECT key AS due_key FROM tasks
+		WHERE ` + liveCondition + ` AND expires_at > ` + clock + `
+			AND (lease_until IS NULL OR lease_until <= ` + clock + `)
+		ORDER BY ` + liveOrder + `
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	), claimed AS (
+		UPDATE tasks SET lease_owner = $3, lease_until = ` + clock + ` + $4::bigint * interval '1 millisecond'
+		FROM due WHERE key = due_key
+		RETURNING ` + columns + `
+	)
+	SELECT ` + columns + ` FROM claimed ORDER BY ` + liveOrder
+
+// releaseQuery frees the leases $1 holds, on the tasks with keys $2 or, when
+// $2 is NULL, on every task.
+const releaseQuery = `UPDATE tasks SET lease_owner = NULL, lease_until = NULL
+	WHERE lease_owner = $1 AND ($2::bytea[] IS NULL OR key = ANY($2::bytea[]))`
+
+// Create inserts t. A key that already exists is an error.
+func (s *Store) Create(ctx context.Context, t *mapping.Task) error {
+	_, err := s.pool.Exec(ctx, createQuery,
+		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
+	)
+	if err != nil {
+		return fmt.Errorf("creating task: %w", err)
+	}
+	return nil
+}
+
+// Get returns the task with key if it belongs to principal and has not
+// expired at now; otherwise it returns mapping.ErrNotFound.
+func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now time.Time) (*mapping.Task, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, getQuery, key[:], principal, ts(now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, mapping.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task: %w", err)
+	}
+	return t, nil
+}
+
+// Update writes every field of t except Key, Principal and CreatedAt, which
+// never change, if the stored row has t.Version and is not terminal; then it
+// increments t.Version. Otherwise, and for an unknown key, it returns
+// mapping.ErrConflict. It leaves the task's sweep lease alone: a lease only
+// spreads sweeps, and any replica may update a task whoever holds it.
+func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
+	tag, err := s.pool.Exec(ctx, updateQuery,
+		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
+		t.Key[:], t.Version,
+	)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == serializationFailure {
+		// The connection string chose a stricter isolation level, under
+		// which a concurrent writer fails the update instead of leaving
+		// it no row to match.
+		return mapping.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("updating task: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return mapping.ErrConflict
+	}
+	t.Version++
+	return nil
+}
+
+// ListLive returns up to limit tasks that are neither terminal nor expired at
+// now, never-observed tasks first, then by oldest observation, then by
+// creation. It ignores sweep leases.
+func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapping.Task, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	tasks, err := s.queryTasks(ctx, listLiveQuery, ts(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing live tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
+// Get no longer returns) and returns how many it deleted. It deletes them in
+// one statement, so that an error leaves every row in place; replicas purging
+// at the same time each delete a row at most once between them.
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, purgeQuery, ts(now))
+	if err != nil {
+		return 0, fmt.Errorf("purging expired tasks: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ClaimLive leases up to limit tasks to owner for a sweep and returns them:
+// tasks that are not terminal, have not expired at now, and whose lease is
+// free (never taken, released, or run out: a lease taken at T for d is held
+// while now is before T+d). It takes them in ListLive's order and sets their
+// lease to owner until now+lease.
+//
+// The claim is one statement that locks the rows it takes and skips rows a
+// concurrent claim has locked (FOR UPDATE SKIP LOCKED), so concurrent claims
+// by several replicas never return the same task while its lease holds; a
+// claim may return fewer than limit tasks when it raced with another. A
+// replica that dies keeps its leases until they run out, after which other
+// replicas claim its tasks. Leases are advisory: they keep sweeps apart, but
+// Update ignores them, so the conditional Update still decides every write.
+//
+// When now is the zero time, the database's clock decides expiry and
+// leases, so that replicas with skewed clocks agree; ClaimLive then uses the
+// time its statement started (SQL now()). Replicas sharing a database should
+// all pass the zero time, or all pass their own clocks: lease ends are
+// compared across replicas. An owner's own unexpired leases are not claimed
+// again either; Release makes them free early. owner must not be empty and
+// lease must be positive.
+func (s *Store) ClaimLive(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*mapping.Task, error) {
+	if owner == "" {
+		return nil, errors.New("claiming live tasks: empty lease owner")
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("claiming live tasks: lease %v is not positive", lease)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var at any // NULL: the database's clock
+	if !now.IsZero() {
+		at = ts(now)
+	}
+	// Leases below a millisecond would store as an instant lease.
+	tasks, err := s.queryTasks(ctx, claimLiveQuery, at, limit, owner, max(lease.Milliseconds(), 1))
+	if err != nil {
+		return nil, fmt.Errorf("claiming live tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// Release frees the leases owner holds on the tasks with the given keys, or
+// on all its tasks when no key is given (a replica shutting down), so that
+// the next claim by any replica may take them at once. Leases held by other
+// owners are left alone. It returns how many leases it freed. Releasing all
+// of an owner's leases reads the whole table.
+func (s *Store) Release(ctx context.Context, owner string, keys ...mapping.Key) (int, error) {
+	var ks [][]byte // nil: every task
+	if len(keys) > 0 {
+		ks = make([][]byte, len(keys))
+		for i := range keys {
+			ks[i] = keys[i][:]
+		}
+	}
+	tag, err := s.pool.Exec(ctx, releaseQuery, owner, ks)
+	if err != nil {
+		return 0, fmt.Errorf("releasing leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Now returns the database's clock (SQL now()) in UTC, at the microsecond
+// precision PostgreSQL keeps. Replicas that compare times among themselves,
+// such as lease expiries, use it rather than their own clocks.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// Close closes the connection pool, waiting for queries in progress to end.
+// Further calls do nothing and return nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}
+
+// queryTasks runs a query returning columns.
+func (s *Store) queryTasks(ctx context.Context, query string, args ...any) ([]*mapping.Task, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tasks []*mapping.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// scanTask reads one row of columns.
+func scanTask(row pgx.Row) (*mapping.Task, error) {
+	var (
+		t                                                               mapping.Task
+		key                                                             []byte
+		phase, status                                                   string
+		createdAt, updatedAt, expiresAt                                 time.Time
+		ttl, pollInterval                                               int64
+		cancelRequestedAt, cancelForwardedAt, cancelSentAt              *time.Time
+		observedAt, missingSince                                        *time.Time
+		args, jobRef, inputRequests, answeredKeys, observation, outcome []byte
+	)
+	err := row.Scan(
+		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
+		&t.Backend, &jobRef, &t.CorrelationID, &phase, &status, &t.StatusMessage,
+		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
+		&cancelRequestedAt, &cancelForwardedAt, &cancelSentAt, &inputRequests, &answeredKeys,
+		&observation, &observedAt, &missingSince, &outcome, &t.Version,
+	)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != len(t.Key) {
+		return nil, fmt.Errorf("stored key has %d bytes, want %d", len(key), len(t.Key))
+	}
+	copy(t.Key[:], key)
+	t.Phase = mapping.Phase(phase)
+	t.Status = mapping.Status(status)
+	t.CreatedAt = createdAt.UTC()
+	t.UpdatedAt = updatedAt.UTC()
+	t.TTL = time.Duration(ttl) * time.Millisecond
+	t.ExpiresAt = expiresAt.UTC()
+	t.PollInterval = time.Duration(pollInterval) * time.Millisecond
+	t.CancelRequestedAt = utcPtr(cancelRequestedAt)
+	t.CancelForwardedAt = utcPtr(cancelForwardedAt)
+	t.CancelSentAt = utcPtr(cancelSentAt)
+	t.ObservedAt = utcPtr(observedAt)
+	t.MissingSince = utcPtr(missingSince)
+	// pgx scans NULL as nil and an empty BYTEA as a non-nil empty slice,
+	// each into its own copy.
+	t.Args = args
+	t.JobRef = jobRef
+	t.InputRequests = inputRequests
+	t.AnsweredKeys = answeredKeys
+	t.Observation = observation
+	t.Outcome = outcome
+	return &t, nil
+}
+
+// blob returns b as a column value: NULL for nil, a (possibly empty) BYTEA
+// otherwise.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+// ts returns t as a column value: UTC at millisecond precision, as the
+// SQLite store keeps times.
+func ts(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// tsPtr returns t as a column value: NULL for nil, ts(*t) otherwise.
+func tsPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}
+
+// utcPtr returns t in UTC, nil for nil.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
