@@ -25,10 +25,12 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/mapping"
 )
@@ -78,6 +80,11 @@ type Options struct {
 	// StdioPrincipal names the principal of stdio requests. Default
 	// "local:" + the user name.
 	StdioPrincipal string
+	// Auth, when set, authenticates every HTTP request; each task is bound
+	// to its caller (tenant and identity) and tool policies apply. Without
+	// it, HTTP callers share HTTPPrincipal and the server must only be
+	// reachable from this machine.
+	Auth *auth.Authenticator
 }
 
 // Bridge serves a catalog over MCP. Create it with New, serve it with
@@ -98,6 +105,10 @@ type Bridge struct {
 	wg     sync.WaitGroup
 
 	polls singleflight.Group
+	// limits are the catalog's limits; metrics count what they refuse.
+	limits  catalog.Limits
+	metrics *metrics
+	rates   *rateLimits
 	// shared is set when the store is shared with other replicas.
 	shared  bool
 	replica string
@@ -154,6 +165,12 @@ func New(opts Options) (*Bridge, error) {
 		inflight: map[mapping.Key]bool{},
 		backoff:  map[mapping.Key]time.Time{},
 		replica:  opts.ReplicaID,
+		limits:   opts.Catalog.Limits,
+		metrics:  newMetrics(),
+		rates:    newRateLimits(),
+	}
+	if b.limits == (catalog.Limits{}) {
+		b.limits.SetDefaults()
 	}
 	_, b.shared = opts.Store.(liveClaimer)
 	for _, ct := range opts.Catalog.Tools {
@@ -208,9 +225,33 @@ func (b *Bridge) Handler() http.Handler {
 			Stateless:                    true,
 			PropagateRequestCancellation: true,
 			Logger:                       b.log,
+			MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
 		})
-	return checkTaskHeaders(h)
+	var out http.Handler = b.checkRequest(h)
+	if b.opts.Auth != nil {
+		// The authenticator answers 401 with its WWW-Authenticate challenge
+		// and puts the caller in the request context; the SDK's bearer
+		// middleware then carries it into the MCP request (TokenInfo), where
+		// tasks are bound to it.
+		carry := sdkauth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
+			p, ok := auth.PrincipalFrom(r.Context())
+			if !ok {
+				return nil, sdkauth.ErrInvalidToken
+			}
+			return &sdkauth.TokenInfo{
+				UserID:     principalKeyOf(p),
+				Scopes:     p.Scopes,
+				Expiration: b.opts.Now().Add(time.Hour), // validity was checked by the authenticator
+				Extra:      map[string]any{principalExtra: p},
+			}, nil
+		}, nil)
+		out = b.opts.Auth.Middleware(carry(out))
+	}
+	return out
 }
+
+// MetricsHandler serves the bridge's counters in the Prometheus text format.
+func (b *Bridge) MetricsHandler() http.Handler { return b.metrics }
 
 // ServeStdio serves MCP over stdin/stdout until ctx is done or the client
 // closes its end.
@@ -293,11 +334,38 @@ func principalFrom(ctx context.Context) string {
 func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		p := b.opts.StdioPrincipal
+		var caller *auth.Principal
 		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 			p = b.opts.HTTPPrincipal
+			if extra.TokenInfo != nil {
+				caller, _ = extra.TokenInfo.Extra[principalExtra].(*auth.Principal)
+			}
+			if b.opts.Auth != nil {
+				if caller == nil {
+					// Unreachable behind the authenticating handler; refuse
+					// rather than fall back to a shared principal.
+					return nil, internalError("request is not authenticated")
+				}
+				p = principalKeyOf(caller)
+			}
 		}
 		ctx = withPrincipal(ctx, p)
-		if method != "tools/call" {
+		switch method {
+		case "tools/list":
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && caller != nil {
+				// Show a caller only the tools it may call.
+				visible := make([]*mcp.Tool, 0, len(lr.Tools))
+				for _, mt := range lr.Tools {
+					if t := b.tools[mt.Name]; t == nil || t.allows(caller) {
+						visible = append(visible, mt)
+					}
+				}
+				lr.Tools = visible
+			}
+			return res, err
+		case "tools/call":
+		default:
 			return next(ctx, method, req)
 		}
 		r, ok := req.(*mcp.CallToolRequest)
@@ -307,6 +375,16 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		t := b.tools[r.Params.Name]
 		if t == nil {
 			return next(ctx, method, req)
+		}
+		if caller != nil && !t.allows(caller) {
+			// A tool the caller may not use answers like one that does not
+			// exist.
+			b.metrics.add("tool_denied")
+			return nil, invalidParams("unknown tool %q", r.Params.Name)
+		}
+		if len(r.Params.Arguments) > b.limits.MaxArgumentBytes {
+			b.metrics.add("argument_size")
+			return toolError("the arguments are %d bytes; this server accepts at most %d", len(r.Params.Arguments), b.limits.MaxArgumentBytes), nil
 		}
 		caps := r.ClientCapabilities()
 		tasksOK := caps != nil && caps.Extensions != nil && caps.Extensions[TasksExtension] != nil
@@ -328,6 +406,24 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return b.createTask(ctx, t, args, elicitOK)
 	}
+}
+
+// principalExtra is the TokenInfo.Extra key that carries the authenticated
+// caller from the HTTP layer to the MCP handlers.
+const principalExtra = "jobbridge.principal"
+
+// principalKeyOf is the principal a task is bound to: the caller's tenant
+// and identity.
+func principalKeyOf(p *auth.Principal) string {
+	if p.Tenant == "" {
+		return p.ID
+	}
+	return p.Tenant + "/" + p.ID
+}
+
+// allows applies the tool's policy to a caller.
+func (t *tool) allows(p *auth.Principal) bool {
+	return t.Allow.Allows(p.ID, p.Groups, p.Scopes)
 }
 
 // ID generation.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/rest"
+	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/bridge"
 	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
@@ -45,6 +46,7 @@ type harnessOptions struct {
 	sweep         time.Duration
 	now           func() time.Time
 	tune          func(*catalog.Catalog)
+	auth          *auth.Authenticator
 	adapters      func(map[string]adapters.Adapter) map[string]adapters.Adapter
 }
 
@@ -124,6 +126,7 @@ func (h *harness) start(o harnessOptions) {
 		SubmitTimeout: o.submitTimeout,
 		SweepInterval: o.sweep,
 		Now:           o.now,
+		Auth:          o.auth,
 	})
 	if err != nil {
 		t.Fatal(err)

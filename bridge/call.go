@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -270,7 +271,7 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 			return nil, &jsonrpc.Error{Code: int64(code), Message: msg}
 		case adapters.StateSucceeded, adapters.StateToolError, adapters.StateCancelled:
 			var res mcp.CallToolResult
-			if err := json.Unmarshal(toolResultJSON(o, ref), &res); err != nil {
+			if err := json.Unmarshal(toolResultJSON(o, ref, b.limits.MaxResultBytes), &res); err != nil {
 				return nil, internalError("encoding result: %v", err)
 			}
 			return &res, nil
@@ -278,11 +279,33 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	}
 }
 
+// liveCounter is implemented by stores that can count a principal's
+// unfinished tasks, for the max_live_tasks limit.
+type liveCounter interface {
+	CountLive(ctx context.Context, principal string, now time.Time) (int, error)
+}
+
 // createTask creates a task for a call: the row is committed first, then the
 // job is submitted in the background and the handle returned.
 func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, elicitOK bool) (mcp.Result, error) {
 	if t.Confirm != nil && !elicitOK {
 		return nil, missingCapability(elicitationCapability(), "elicitation (the tool asks for confirmation)")
+	}
+	principal := principalFrom(ctx)
+	if !b.rates.allowCreate(principal, b.limits.CreatesPerMinute) {
+		b.metrics.add("create_rate")
+		return toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
+	}
+	if c, ok := b.store.(liveCounter); ok {
+		n, err := c.CountLive(ctx, principal, b.opts.Now())
+		if err != nil {
+			b.log.Error("counting live tasks", "error", err)
+			return nil, internalError("the task store is unavailable")
+		}
+		if n >= b.limits.MaxLiveTasks {
+			b.metrics.add("live_tasks")
+			return toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", n), nil
+		}
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
@@ -293,7 +316,7 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	now := b.opts.Now().UTC()
 	task := &mapping.Task{
 		Key:             mapping.KeyOf(id),
-		Principal:       principalFrom(ctx),
+		Principal:       principal,
 		Tool:            t.Name,
 		ArgsDigest:      hex.EncodeToString(digest[:]),
 		ServerBuild:     b.opts.Build,
@@ -313,7 +336,7 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		task.StatusMessage = "waiting for the user to confirm"
 		task.Args = argsJSON
 		task.InputRequests = encodeInputs(map[string]storedInput{
-			confirmKey: {Message: t.ConfirmMessage(args), Schema: confirmSchema},
+			confirmKey: {Message: t.ConfirmMessage(args), Schema: confirmSchema, Since: now},
 		})
 	} else {
 		task.Phase = mapping.PhaseSubmitting
@@ -323,6 +346,7 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		b.log.Error("creating task", "tool", t.Name, "error", err)
 		return nil, internalError("the task could not be stored")
 	}
+	b.metrics.add("tasks_created")
 	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
 	if task.Phase == mapping.PhaseSubmitting {
 		b.startSubmit(task, args)
@@ -546,7 +570,7 @@ func marshalToolResult(content []map[string]any, structured map[string]any, isEr
 }
 
 // toolResultJSON turns a terminal observation into the inlined tool result.
-func toolResultJSON(o adapters.Observation, ref adapters.JobRef) json.RawMessage {
+func toolResultJSON(o adapters.Observation, ref adapters.JobRef, maxBytes int) json.RawMessage {
 	text := ""
 	var structured map[string]any
 	if o.Result != nil {
@@ -575,7 +599,26 @@ func toolResultJSON(o adapters.Observation, ref adapters.JobRef) json.RawMessage
 		}
 		text = sb.String()
 	}
+	if len(text) > maxBytes {
+		text = truncateUTF8(text, maxBytes) + fmt.Sprintf("\n[result cut at %d bytes, the server's limit]", maxBytes)
+	}
+	if structured != nil {
+		if b, err := json.Marshal(structured); err != nil || len(b) > maxBytes {
+			structured = map[string]any{"truncated": true, "note": fmt.Sprintf("the structured result exceeded %d bytes, the server's limit", maxBytes)}
+		}
+	}
 	return marshalToolResult([]map[string]any{{"type": "text", "text": text}}, structured, o.State != adapters.StateSucceeded)
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func failure(o adapters.Observation) (int, string) {

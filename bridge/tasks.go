@@ -22,6 +22,8 @@ type storedInput struct {
 	// Job marks a request that came from the backend (delivered through the
 	// adapter's Responder) rather than the bridge's confirmation.
 	Job bool `json:"job,omitempty"`
+	// Since is when the request was first asked, for max_input_wait.
+	Since time.Time `json:"since"`
 }
 
 func encodeInputs(m map[string]storedInput) json.RawMessage {
@@ -234,10 +236,15 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 		t.StatusMessage = msg
 	case adapters.StateInputRequired:
 		answered := decodeKeys(t.AnsweredKeys)
+		asked := decodeInputs(t.InputRequests)
 		open := map[string]storedInput{}
 		for k, r := range o.InputRequests {
 			if !contains(answered, k) {
-				open[k] = storedInput{Message: sanitize(r.Message, 2048), Schema: r.Schema, Job: true}
+				since := now
+				if prev, ok := asked[k]; ok && !prev.Since.IsZero() {
+					since = prev.Since
+				}
+				open[k] = storedInput{Message: sanitize(r.Message, 2048), Schema: r.Schema, Job: true, Since: since}
 			}
 		}
 		if len(open) == 0 {
@@ -250,14 +257,14 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 			t.StatusMessage = msg
 		}
 	case adapters.StateSucceeded:
-		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref), nil)
+		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateToolError:
 		if t.CancelRequestedAt != nil {
 			// A job that fails after we asked to stop it was stopped.
 			setTerminal(t, mapping.StatusCancelled, cancelledMessage(msg), nil, nil)
 			return
 		}
-		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref), nil)
+		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateCancelled:
 		setTerminal(t, mapping.StatusCancelled, cancelledMessage(msg), nil, nil)
 	case adapters.StateFailed:
@@ -566,6 +573,44 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 	})
 }
 
+// inputExpired reports whether a task has waited for an answer longer than
+// max_input_wait.
+func (b *Bridge) inputExpired(t *mapping.Task, now time.Time) bool {
+	if t.Status != mapping.StatusInputRequired {
+		return false
+	}
+	for _, in := range decodeInputs(t.InputRequests) {
+		if !in.Since.IsZero() && now.Sub(in.Since) > b.limits.MaxInputWait {
+			return true
+		}
+	}
+	return false
+}
+
+// expireInput ends a task nobody answered: a confirmation is cancelled
+// before anything was submitted; a waiting job is cancelled downstream.
+func (b *Bridge) expireInput(task *mapping.Task) {
+	b.metrics.add("input_wait")
+	msg := fmt.Sprintf("no answer within %s (max_input_wait)", b.limits.MaxInputWait)
+	if task.Phase == mapping.PhaseConfirming {
+		b.finish(task, mapping.StatusCancelled, msg+"; no job was submitted", nil, nil)
+		return
+	}
+	var forward bool
+	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		forward = false
+		if t.CancelRequestedAt == nil {
+			t.CancelRequestedAt = &now
+		}
+		t.StatusMessage = msg + "; cancelling the job"
+		forward = claimCancel(t, now, b.staleClaim())
+		return true
+	})
+	if err == nil && forward {
+		b.forwardCancel(updated)
+	}
+}
+
 // liveClaimer is implemented by stores that several replicas share. The
 // sweep claims a lease on the tasks it works on, so that replicas split the
 // live tasks between them, and a dead replica's share is taken over once its
@@ -618,6 +663,10 @@ func (b *Bridge) sweep() {
 	for _, t := range live {
 		if b.ctx.Err() != nil {
 			return
+		}
+		if b.inputExpired(t, now) {
+			b.expireInput(t)
+			continue
 		}
 		switch {
 		case t.Phase == mapping.PhaseSubmitting:

@@ -10,7 +10,11 @@ package catalog
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/auth"
 
 	"github.com/jobbridge/jobbridge/adapters/awsbatch"
 	"github.com/jobbridge/jobbridge/adapters/githubactions"
@@ -29,6 +33,82 @@ type Catalog struct {
 	BackendOrder []string
 	// Tools in file order.
 	Tools []*Tool
+	// Auth, when set, makes the HTTP endpoint authenticate every request
+	// (OAuth 2.1 resource server and/or API keys) and bind each task to its
+	// caller.
+	Auth *auth.Config
+	// Limits bound what one caller, and one request, may consume.
+	Limits Limits
+}
+
+// Limits is the catalog's `limits:` block. Every limit has a default.
+type Limits struct {
+	// MaxLiveTasks is how many unfinished tasks one principal may have.
+	// Default 100.
+	MaxLiveTasks int `yaml:"max_live_tasks"`
+	// CreatesPerMinute is how many tasks one principal may create per
+	// minute, per replica. Default 60.
+	CreatesPerMinute int `yaml:"creates_per_minute"`
+	// GetsPerSecond is how many tasks/* requests one principal may send per
+	// second, per replica (a burst of twice as many is allowed); faster
+	// callers get HTTP 429 with Retry-After. Default 100.
+	GetsPerSecond int `yaml:"gets_per_second"`
+	// MaxRequestBytes bounds an HTTP request body. Default 1 MiB.
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// MaxArgumentBytes bounds a tool call's arguments. Default 64 KiB.
+	MaxArgumentBytes int `yaml:"max_argument_bytes"`
+	// MaxResultBytes bounds a stored result's text; a longer one is cut with
+	// a note. Default 256 KiB.
+	MaxResultBytes int `yaml:"max_result_bytes"`
+	// MaxInputWait is how long a task may wait for an answer in
+	// input_required before it is cancelled. Default 24h.
+	MaxInputWait time.Duration `yaml:"max_input_wait"`
+}
+
+// SetDefaults fills the limits left at zero.
+func (l *Limits) SetDefaults() {
+	setInt(&l.MaxLiveTasks, 100)
+	setInt(&l.CreatesPerMinute, 60)
+	setInt(&l.GetsPerSecond, 100)
+	if l.MaxRequestBytes == 0 {
+		l.MaxRequestBytes = 1 << 20
+	}
+	setInt(&l.MaxArgumentBytes, 64<<10)
+	setInt(&l.MaxResultBytes, 256<<10)
+	if l.MaxInputWait == 0 {
+		l.MaxInputWait = 24 * time.Hour
+	}
+}
+
+func setInt(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Validate reports limits that are negative or too small to work with.
+func (l *Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		path string
+		v    int64
+		min  int64
+	}{
+		{"max_live_tasks", int64(l.MaxLiveTasks), 1},
+		{"creates_per_minute", int64(l.CreatesPerMinute), 1},
+		{"gets_per_second", int64(l.GetsPerSecond), 1},
+		{"max_request_bytes", l.MaxRequestBytes, 1 << 10},
+		{"max_argument_bytes", int64(l.MaxArgumentBytes), 16},
+		{"max_result_bytes", int64(l.MaxResultBytes), 1 << 10},
+	} {
+		if f.v < f.min {
+			errs = append(errs, adapters.Fieldf(f.path, "must be at least %d", f.min))
+		}
+	}
+	if l.MaxInputWait < time.Minute {
+		errs = append(errs, adapters.Fieldf("max_input_wait", "must be at least 1m"))
+	}
+	return errors.Join(errs...)
 }
 
 // Tool returns the tool with the given name, or nil.

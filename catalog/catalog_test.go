@@ -89,10 +89,13 @@ func TestLoadValid(t *testing.T) {
 		},
 	}
 	deleteJob.SetDefaults()
+	var limits Limits
+	limits.SetDefaults()
 
 	want := &Catalog{
 		File:     file,
 		Revision: revision(t, file),
+		Limits:   limits,
 		Server: Server{
 			Name:         "jobbridge-demo",
 			Version:      "0.1.0",

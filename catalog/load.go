@@ -21,6 +21,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters/awsbatch"
 	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
+	"github.com/jobbridge/jobbridge/auth"
 )
 
 // Built-in defaults for the settings a tool (or the `defaults:` block) may
@@ -88,6 +89,8 @@ type document struct {
 	Defaults settings    `yaml:"defaults"`
 	Backends *yaml.Node  `yaml:"backends"`
 	Tools    []toolEntry `yaml:"tools"`
+	Auth     *yaml.Node  `yaml:"auth"`
+	Limits   *yaml.Node  `yaml:"limits"`
 }
 
 // settings are the tool keys that `defaults:` may also set.
@@ -203,6 +206,14 @@ func (l *loader) load(data []byte) *Catalog {
 	}
 
 	c.Backends, c.BackendOrder = l.backends(doc.Backends)
+	if doc.Auth != nil {
+		c.Auth = decodeBlock[auth.Config](l, doc.Auth, "auth", "")
+	}
+	if doc.Limits != nil {
+		c.Limits = *decodeBlock[Limits](l, doc.Limits, "limits", "")
+	} else {
+		c.Limits.SetDefaults()
+	}
 
 	defaults := l.settings("defaults", doc.Defaults, builtinSettings())
 	if len(doc.Tools) == 0 {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/jobbridge/jobbridge/auth"
+	"github.com/jobbridge/jobbridge/auth/authtest"
 	"github.com/jobbridge/jobbridge/internal/fakes/batchfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
@@ -28,6 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	configPath := fs.String("config", "configs/demo.yaml", "catalog `file`")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	withAuth := fs.Bool("auth", false, "require OAuth bearer tokens from a built-in test issuer")
 	if err := fs.Parse(args); err != nil {
 		return exitError(2)
 	}
@@ -79,6 +82,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
+	var issuer *authtest.Issuer
+	if *withAuth {
+		issuer, err = authtest.NewIssuerServer("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("starting the test issuer: %w", err)
+		}
+		defer issuer.Close()
+		cat.Auth = &auth.Config{
+			OAuth: &auth.OAuthConfig{Issuer: issuer.URL(), JWKSURL: issuer.JWKSURL()},
+		}
+		cat.Auth.SetDefaults()
+	}
+
 	dir, err := os.MkdirTemp("", "jobbridge-demo-")
 	if err != nil {
 		return fmt.Errorf("creating the demo state directory: %w", err)
@@ -101,8 +117,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		logLevel: lvl,
 		sweep:    2 * time.Second,
 		// The Batch fake accepts any signature; no AWS account is involved.
-		awsCredentials: credentials.NewStaticCredentialsProvider("demo", "demo", ""),
+		awsCredentials:       credentials.NewStaticCredentialsProvider("demo", "demo", ""),
+		resourceFromListener: *withAuth,
 		ready: func(url string) {
+			if issuer != nil {
+				fmt.Fprintf(stdout, `
+Authentication is on: every request needs a bearer token for resource %s.
+Get one from the test issuer (any client_id becomes the principal):
+
+    TOKEN=$(curl -s -d grant_type=client_credentials -d client_id=alice -d resource=%s %s/token | sed 's/.*"access_token":"\([^"]*\)".*/\1/')
+    go run ./cmd/jobbridge call --url %s --header "Authorization: Bearer $TOKEN" build_report '{"report": "sales"}'
+`, url, url, issuer.URL(), url)
+			}
 			fmt.Fprintf(stdout, `
 jobbridge demo is serving %d tools from %s at
 

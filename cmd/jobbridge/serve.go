@@ -21,6 +21,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters/awsbatch"
 	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
+	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/bridge"
 	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/mapping"
@@ -39,6 +40,8 @@ type serveConfig struct {
 	sweep, submitTimeout time.Duration
 	// awsCredentials replace the SDK's credential chain (the demo's fake).
 	awsCredentials aws.CredentialsProvider
+	// resourceFromListener sets auth.resource to the listener's URL (demo).
+	resourceFromListener bool
 	// ready, when set, is called with the endpoint URL once listening.
 	ready func(url string)
 }
@@ -98,9 +101,29 @@ func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
 
 func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if !cfg.stdio {
+	if !cfg.stdio && cfg.catalog.Auth == nil {
 		if err := checkLoopback(cfg.listen); err != nil {
 			return err
+		}
+	}
+	var ln net.Listener
+	if !cfg.stdio {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.listen); err != nil {
+			return fmt.Errorf("listening on %s: %w", cfg.listen, err)
+		}
+		defer ln.Close()
+	}
+	var authn *auth.Authenticator
+	if a := cfg.catalog.Auth; a != nil && !cfg.stdio {
+		if cfg.resourceFromListener {
+			a.Resource = "http://" + ln.Addr().String() + "/mcp"
+		}
+		var err error
+		// The authenticator's key refresh lives as long as the server.
+		authn, err = auth.New(ctx, *a, &auth.Options{Logger: logger.With("component", "auth")})
+		if err != nil {
+			return fmt.Errorf("authentication: %w", err)
 		}
 	}
 	store, err := openStore(ctx, cfg.store)
@@ -122,6 +145,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		Store:         store,
 		Adapters:      adapterSet,
 		Build:         buildVersion(),
+		Auth:          authn,
 		Logger:        logger,
 		SweepInterval: cfg.sweep,
 		SubmitTimeout: cfg.submitTimeout,
@@ -135,13 +159,16 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		logger.Info("serving MCP on stdio", "catalog", cfg.catalog.File, "tools", len(cfg.catalog.Tools))
 		return b.ServeStdio(ctx)
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.listen, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /metrics", b.MetricsHandler())
+	if authn != nil {
+		// RFC 9728 protected resource metadata, outside authentication.
+		for _, p := range authn.MetadataPaths() {
+			mux.Handle("GET "+p, authn.MetadataHandler())
+		}
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/mcp"
 	logger.Info("serving MCP", "url", url, "catalog", cfg.catalog.File, "revision", cfg.catalog.Revision, "tools", len(cfg.catalog.Tools), "store", cfg.store)
@@ -178,9 +205,9 @@ func stateKeyFrom(getenv func(string) (string, bool)) ([]byte, error) {
 	return nil, errors.New("JOBBRIDGE_STATE_KEY must be at least 32 bytes, hex or base64 encoded")
 }
 
-// checkLoopback refuses addresses other machines could reach: the server has
-// no authentication yet, and a task ID must not be the only thing between a
-// network and the jobs it starts.
+// checkLoopback refuses addresses other machines could reach when the
+// catalog configures no authentication: a task ID must not be the only thing
+// between a network and the jobs it starts.
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -191,7 +218,7 @@ func checkLoopback(addr string) error {
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--listen %q: refusing a non-loopback address: jobbridge has no authentication yet, so it only listens on 127.0.0.1, ::1 or localhost; put an authenticating proxy in front of it to reach it from elsewhere", addr)
+		return fmt.Errorf("--listen %q: refusing a non-loopback address without authentication: configure `auth:` in the catalog (OAuth or API keys) to listen elsewhere, or listen on 127.0.0.1, ::1 or localhost", addr)
 	}
 	return nil
 }

@@ -161,6 +161,12 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	ORDER BY ` + liveOrder + `
 	LIMIT $2`
 
+// countLiveQuery counts along the tasks_principal_live partial index (its
+// status condition is the index's), at $2 or, when $2 is NULL, at the
+// database's clock.
+const countLiveQuery = `SELECT count(*) FROM tasks
+	WHERE principal = $1 AND ` + notTerminal + ` AND expires_at > coalesce($2::timestamptz, now())`
+
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= $1`
 
@@ -264,6 +270,22 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 		return nil, fmt.Errorf("listing live tasks: %w", err)
 	}
 	return tasks, nil
+}
+
+// CountLive returns how many tasks of principal are neither terminal nor
+// expired at now: the tasks of principal that ListLive would return. When
+// now is the zero time, the database's clock (SQL now()) decides expiry, as
+// in ClaimLive. It is not part of mapping.Store.
+func (s *Store) CountLive(ctx context.Context, principal string, now time.Time) (int, error) {
+	var at any // NULL: the database's clock
+	if !now.IsZero() {
+		at = ts(now)
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, countLiveQuery, principal, at).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting live tasks: %w", err)
+	}
+	return int(n), nil
 }
 
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones

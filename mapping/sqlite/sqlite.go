@@ -44,14 +44,14 @@ type Store struct {
 	// and queueing writers in database/sql rather than in SQLite's busy
 	// handler keeps them fair and free of "database is locked" errors.
 	writer *sql.DB
-	// reader has read-only connections for Get and ListLive.
+	// reader has read-only connections for Get, ListLive and CountLive.
 	reader *sql.DB
 	// path is the absolute path of the database file.
 	path string
 
 	// Prepared statements: parsing a statement costs as much as running it.
-	create, update, purge *sql.Stmt // on writer
-	get, listLive         *sql.Stmt // on reader
+	create, update, purge    *sql.Stmt // on writer
+	get, listLive, countLive *sql.Stmt // on reader
 
 	closeOnce sync.Once
 	closeErr  error
@@ -128,6 +128,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.purge, s.writer, purgeQuery},
 		{&s.get, s.reader, getQuery},
 		{&s.listLive, s.reader, listLiveQuery},
+		{&s.countLive, s.reader, countLiveQuery},
 	} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -194,6 +195,11 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	WHERE status IN ('working', 'input_required') AND expires_at > ?
 	ORDER BY observed_at, created_at
 	LIMIT ?`
+
+// countLiveQuery counts along the tasks_principal_live partial index (its
+// status condition is the index's).
+const countLiveQuery = `SELECT count(*) FROM tasks
+	WHERE principal = ? AND status NOT IN ` + terminalStatuses + ` AND expires_at > ?`
 
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
@@ -281,6 +287,17 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 	return ts, nil
 }
 
+// CountLive returns how many tasks of principal are neither terminal nor
+// expired at now: the tasks of principal that ListLive would return. It is
+// not part of mapping.Store.
+func (s *Store) CountLive(ctx context.Context, principal string, now time.Time) (int, error) {
+	var n int
+	if err := s.countLive.QueryRowContext(ctx, principal, now.UnixMilli()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting live tasks: %w", err)
+	}
+	return n, nil
+}
+
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
 // Get no longer returns) and returns how many it deleted. It deletes them in
 // one statement, so that an error leaves every row in place.
@@ -300,7 +317,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.get, s.listLive} {
+		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.get, s.listLive, s.countLive} {
 			if stmt != nil {
 				errs = append(errs, stmt.Close())
 			}

@@ -421,6 +421,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"Get", getQuery, []any{[]byte("k"), "p", 0}, []string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (key=?)"}},
 		{"ListLive", listLiveQuery, []any{0, 10}, []string{"SCAN tasks USING INDEX tasks_live"}},
 		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING INDEX tasks_expires_at (expires_at<?)"}},
+		{"CountLive", countLiveQuery, []any{"p", 0}, []string{"SEARCH tasks USING INDEX tasks_principal_live (principal=? AND expires_at>?)"}},
 	}
 	s := openTemp(t)
 	for _, tt := range tests {

@@ -1,0 +1,208 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/jobbridge/jobbridge/auth"
+)
+
+// checkRequest guards the MCP endpoint before the SDK sees a request:
+//   - tasks/get, tasks/update and tasks/cancel must carry Mcp-Name equal to
+//     params.taskId (HTTP 400, JSON-RPC -32020 otherwise);
+//   - a principal sending tasks/* requests faster than the gets_per_second
+//     limit gets HTTP 429 with Retry-After (the task itself is unaffected);
+//   - with authentication, a tools/call of a tool whose policy names scopes
+//     the caller lacks gets HTTP 403 insufficient_scope naming them.
+//
+// Other requests pass through untouched; the SDK checks the headers of
+// standard methods itself.
+func (b *Bridge) checkRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		limit := b.limits.MaxRequestBytes
+		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err != nil || int64(len(body)) > limit {
+			if int64(len(body)) > limit {
+				b.metrics.add("request_size")
+			}
+			next.ServeHTTP(w, r) // the SDK reports the oversized or broken body
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				TaskID *string `json:"taskId"`
+				Name   string  `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		caller, _ := auth.PrincipalFrom(r.Context())
+		switch msg.Method {
+		case "tasks/get", "tasks/update", "tasks/cancel":
+			if msg.Params.TaskID == nil {
+				break // malformed params: the handler answers -32602
+			}
+			name, ok := headerValue(r.Header, "Mcp-Name")
+			if !ok || name != *msg.Params.TaskID {
+				reason := "Mcp-Name header does not match params.taskId"
+				if !ok {
+					reason = "Mcp-Name header is required on " + msg.Method
+				}
+				writeHeaderMismatch(w, msg.ID, reason)
+				return
+			}
+			key := b.opts.HTTPPrincipal
+			if caller != nil {
+				key = principalKeyOf(caller)
+			}
+			if wait, ok := b.rates.allowPoll(key, b.limits.GetsPerSecond); !ok {
+				b.metrics.add("poll_rate")
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Round(time.Second)/time.Second))))
+				http.Error(w, "too many tasks requests; poll at the task's pollIntervalMs", http.StatusTooManyRequests)
+				return
+			}
+		case "tools/call":
+			t := b.tools[msg.Params.Name]
+			if caller == nil || t == nil || t.Allow == nil || b.opts.Auth == nil {
+				break
+			}
+			if missing := missingScopes(t, caller); len(missing) > 0 && t.Allow.Allows(caller.ID, caller.Groups, t.Allow.Scopes) {
+				b.metrics.add("scope")
+				b.opts.Auth.Forbidden(w, t.Allow.Scopes)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// missingScopes lists the scopes of the tool's policy the caller lacks.
+func missingScopes(t *tool, p *auth.Principal) []string {
+	var missing []string
+	for _, s := range t.Allow.Scopes {
+		if !slices.Contains(p.Scopes, s) {
+			missing = append(missing, s)
+		}
+	}
+	return missing
+}
+
+// rateLimits keeps a token bucket per principal for polls and for task
+// creation. They are per process: with N replicas a principal may reach N
+// times the rate.
+type rateLimits struct {
+	mu      sync.Mutex
+	polls   map[string]*rate.Limiter
+	creates map[string]*rate.Limiter
+}
+
+func newRateLimits() *rateLimits {
+	return &rateLimits{polls: map[string]*rate.Limiter{}, creates: map[string]*rate.Limiter{}}
+}
+
+// maxTracked bounds the number of principals remembered; past it the buckets
+// start afresh (everyone gets a full bucket again), which keeps memory
+// bounded under a flood of identities.
+const maxTracked = 10_000
+
+func (l *rateLimits) limiter(m map[string]*rate.Limiter, key string, r rate.Limit, burst int) *rate.Limiter {
+	lim, ok := m[key]
+	if !ok {
+		if len(m) >= maxTracked {
+			clear(m)
+		}
+		lim = rate.NewLimiter(r, burst)
+		m[key] = lim
+	}
+	return lim
+}
+
+// allowPoll takes one tasks/* request from the principal's bucket (perSecond,
+// burst twice that); when empty it says how long to wait.
+func (l *rateLimits) allowPoll(key string, perSecond int) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.limiter(l.polls, key, rate.Limit(perSecond), 2*perSecond)
+	if lim.Allow() {
+		return 0, true
+	}
+	return time.Duration(float64(time.Second) / float64(perSecond)), false
+}
+
+// allowCreate takes one task creation from the principal's bucket
+// (perMinute, burst perMinute).
+func (l *rateLimits) allowCreate(key string, perMinute int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limiter(l.creates, key, rate.Limit(float64(perMinute)/60), perMinute).Allow()
+}
+
+// metrics are the bridge's counters, served in the Prometheus text format.
+type metrics struct {
+	mu       sync.Mutex
+	counters map[string]*atomic.Int64
+}
+
+// The limits a request can run into; each has a counter.
+var limitNames = []string{"argument_size", "live_tasks", "create_rate", "poll_rate", "request_size", "result_size", "input_wait", "scope", "tool_denied"}
+
+func newMetrics() *metrics {
+	m := &metrics{counters: map[string]*atomic.Int64{}}
+	for _, n := range limitNames {
+		m.counters[n] = new(atomic.Int64)
+	}
+	m.counters["tasks_created"] = new(atomic.Int64)
+	return m
+}
+
+func (m *metrics) add(name string) {
+	m.mu.Lock()
+	c, ok := m.counters[name]
+	if !ok {
+		c = new(atomic.Int64)
+		m.counters[name] = c
+	}
+	m.mu.Unlock()
+	c.Add(1)
+}
+
+func (m *metrics) value(name string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.counters[name]; ok {
+		return c.Load()
+	}
+	return 0
+}
+
+func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintln(w, "# HELP jobbridge_limit_rejections_total Requests refused by a limit, by limit.")
+	fmt.Fprintln(w, "# TYPE jobbridge_limit_rejections_total counter")
+	for _, n := range limitNames {
+		fmt.Fprintf(w, "jobbridge_limit_rejections_total{limit=%q} %d\n", n, m.value(n))
+	}
+	fmt.Fprintln(w, "# HELP jobbridge_tasks_created_total Tasks created by this process.")
+	fmt.Fprintln(w, "# TYPE jobbridge_tasks_created_total counter")
+	fmt.Fprintf(w, "jobbridge_tasks_created_total %d\n", m.value("tasks_created"))
+}
