@@ -236,3 +236,20 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestUnansweredInputEndsTheTask(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	h := newHarness(t, harnessOptions{now: clk.Now, sweep: 20 * time.Millisecond, tune: func(c *catalog.Catalog) {
+		c.Limits.MaxInputWait = 2 * time.Minute
+	}})
+	task := h.createTask("confirm_delete", map[string]any{"filename": "x.txt"})
+	before := h.fake.Requests()
+	clk.Advance(3 * time.Minute)
+	got := h.waitTerminal(task.TaskID)
+	if got.Status != "cancelled" || !strings.Contains(got.StatusMessage, "no answer within 2m0s") {
+		t.Errorf("got %s %q, want cancelled for want of an answer", got.Status, got.StatusMessage)
+	}
+	if n := h.fake.Requests() - before; n != 0 {
+		t.Errorf("%d backend requests for an unconfirmed task, want 0", n)
+	}
+}

@@ -457,3 +457,46 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestPolicyAllows(t *testing.T) {
+	tests := []struct {
+		name      string
+		policy    *Policy
+		principal string
+		groups    []string
+		scopes    []string
+		want      bool
+	}{
+		{"no policy", nil, "p", nil, nil, true},
+		{"empty policy", &Policy{}, "p", nil, nil, true},
+		{"listed principal", &Policy{Principals: []string{"p"}}, "p", nil, nil, true},
+		{"other principal", &Policy{Principals: []string{"q"}}, "p", nil, nil, false},
+		{"member of a group", &Policy{Groups: []string{"ops"}}, "p", []string{"dev", "ops"}, nil, true},
+		{"not a member", &Policy{Groups: []string{"ops"}}, "p", []string{"dev"}, nil, false},
+		{"principal or group", &Policy{Principals: []string{"q"}, Groups: []string{"ops"}}, "p", []string{"ops"}, nil, true},
+		{"all scopes held", &Policy{Scopes: []string{"a", "b"}}, "p", nil, []string{"b", "a", "c"}, true},
+		{"a scope missing", &Policy{Scopes: []string{"a", "b"}}, "p", nil, []string{"a"}, false},
+		{"member without the scope", &Policy{Groups: []string{"ops"}, Scopes: []string{"a"}}, "p", []string{"ops"}, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.policy.Allows(tc.principal, tc.groups, tc.scopes); got != tc.want {
+				t.Errorf("Allows = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	var l Limits
+	l.SetDefaults()
+	if err := l.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	l.MaxLiveTasks = -1
+	l.MaxInputWait = time.Second
+	err := l.Validate()
+	if err == nil || !strings.Contains(err.Error(), "max_live_tasks") || !strings.Contains(err.Error(), "max_input_wait") {
+		t.Errorf("Validate = %v, want errors for max_live_tasks and max_input_wait", err)
+	}
+}
