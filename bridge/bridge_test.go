@@ -911,3 +911,23 @@ func TestCancelClaimLeftByADeadProcessIsTakenOver(t *testing.T) {
 		t.Errorf("backend received %d cancels, want 1", n)
 	}
 }
+
+// A second key that differs only in case must not satisfy the Mcp-Name
+// check on behalf of another task: the check reads params.taskId exactly as
+// the handler does.
+func TestMcpNameCannotBeSatisfiedByADecoyKey(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	task := h.createTask("long_job", nil)
+	params := json.RawMessage(`{"taskId":"` + task.TaskID + `","taskid":"decoy"}`)
+	_, resp, err := h.tasks.Raw(t.Context(), "tasks/cancel", params, http.Header{"Mcp-Name": {"decoy"}})
+	if code := rpcCode(t, err); code != -32020 || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("code %d HTTP %d, want -32020 and 400", code, resp.StatusCode)
+	}
+	row, err := h.store.Get(t.Context(), mapping.KeyOf(task.TaskID), "anonymous", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.CancelRequestedAt != nil {
+		t.Error("the decoy request cancelled the task")
+	}
+}

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,9 +29,9 @@ const (
 )
 
 // fuzzAllowedCodes are the JSON-RPC errors garbage params may legitimately
-// get: invalid params (including an unknown task), a missing tasks
-// capability, an Mcp-Name header that does not match params.taskId, an
-// invalid request (params that are not an object) and a parse error.
+// get: invalid params (including an unknown task and a missing or invalid
+// _meta), a missing tasks capability, a header that does not match the body
+// (Mcp-Name, MCP-Protocol-Version), an invalid request and a parse error.
 // -32603 is not among them: an internal error on garbage input is a bug.
 var fuzzAllowedCodes = map[int]bool{
 	taskclient.CodeInvalidParams:                   true,
@@ -58,70 +59,81 @@ func FuzzTasksParams(f *testing.F) {
 	seeds := []struct {
 		op     uint8
 		params string
+		name   string // Mcp-Name; empty: derived from params.taskId
 	}{
 		// Well-formed.
-		{0, `{"taskId":"$CONFIRM"}`},
-		{0, `{"taskId":"$JOB"}`},
-		{1, `{"taskId":"$JOB","inputResponses":{}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"decline"}}}`},
-		{2, `{"taskId":"$JOB"}`},
-		{2, `{"taskId":"$CONFIRM"}`},
+		{0, `{"taskId":"$CONFIRM"}`, ""},
+		{0, `{"taskId":"$JOB"}`, ""},
+		{1, `{"taskId":"$JOB","inputResponses":{}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"decline"}}}`, ""},
+		{2, `{"taskId":"$JOB"}`, ""},
+		{2, `{"taskId":"$CONFIRM"}`, ""},
 		// taskId of the wrong type, missing, empty or unknown.
-		{0, `{"taskId":123}`},
-		{1, `{"taskId":true}`},
-		{2, `{"taskId":null}`},
-		{0, `{"taskId":["$JOB"]}`},
-		{2, `{"taskId":{"id":"$JOB"}}`},
-		{0, `{"taskId":1e999}`},
-		{0, `{}`},
-		{1, `{"taskId":""}`},
-		{2, `{"taskId":"no-such-task"}`},
-		{0, `{"taskId":"` + big + `"}`},
+		{0, `{"taskId":123}`, ""},
+		{1, `{"taskId":true}`, ""},
+		{2, `{"taskId":null}`, ""},
+		{0, `{"taskId":["$JOB"]}`, ""},
+		{2, `{"taskId":{"id":"$JOB"}}`, ""},
+		{0, `{"taskId":1e999}`, ""},
+		{0, `{}`, ""},
+		{1, `{"taskId":""}`, ""},
+		{2, `{"taskId":"no-such-task"}`, ""},
+		{0, `{"taskId":"` + big + `"}`, ""},
 		// Near misses of a real ID.
-		{0, `{"taskId":" $JOB "}`},
-		{2, `{"taskId":"$JOB\u0000"}`},
-		{0, `{"taskId":"$JOBx"}`},
-		{0, `{"TaskId":"$JOB"}`},
-		{2, `{"taskid":"$JOB","taskId":"$CONFIRM"}`},
+		{0, `{"taskId":" $JOB "}`, ""},
+		{2, `{"taskId":"$JOB\u0000"}`, ""},
+		{0, `{"taskId":"$JOBx"}`, ""},
+		{0, `{"TaskId":"$JOB"}`, ""},
+		{2, `{"taskid":"$JOB","taskId":"$CONFIRM"}`, ""},
+		{2, `{"taskId":"$JOB","taskid":"decoy"}`, "decoy"},
 		// Unicode and escapes.
-		{0, `{"taskId":"täsk-😀-\u202e-\ud800"}`},
-		{1, `{"taskId":"=?base64?JEpPQg==?="}`},
-		{2, "{\"taskId\":\"\xff\xfe\"}"},
+		{0, `{"taskId":"täsk-😀-\u202e-\ud800"}`, ""},
+		{1, `{"taskId":"=?base64?JEpPQg==?="}`, ""},
+		{2, "{\"taskId\":\"\xff\xfe\"}", ""},
 		// Garbage inputResponses on a real task.
-		{1, `{"taskId":"$CONFIRM","inputResponses":null}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":[1,2,3]}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":"accept"}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":null}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":"accept"}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":5}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"ACCEPT"}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"accept","content":[]}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"accept","content":"yes"}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":["accept"]}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":` + deep + `}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"other":{"action":"accept"},"":{"action":"decline"}}}`},
-		{1, `{"taskId":"$CONFIRM","inputResponses":{"` + big + `":{"action":"accept"}}}`},
-		{1, `{"taskId":"$JOB","inputResponses":{"name":{"action":"accept","content":{"name":{"x":[null,{}]}}}}}`},
+		{1, `{"taskId":"$CONFIRM","inputResponses":null}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":[1,2,3]}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":"accept"}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":null}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":"accept"}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":5}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"ACCEPT"}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"accept","content":[]}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"accept","content":"yes"}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":["accept"]}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":` + deep + `}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"other":{"action":"accept"},"":{"action":"decline"}}}`, ""},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"` + big + `":{"action":"accept"}}}`, ""},
+		{1, `{"taskId":"$JOB","inputResponses":{"name":{"action":"accept","content":{"name":{"x":[null,{}]}}}}}`, ""},
 		// _meta that drops or mangles the declared capabilities.
-		{0, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":null}}`},
-		{2, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":[]}}}`},
-		{1, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":"tasks"}}`},
-		{0, `{"taskId":"$JOB","_meta":"x"}`},
-		{0, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}`},
+		{0, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`, ""},
+		{2, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/task":{}}}}}`, ""},
+		{0, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":null}}`, ""},
+		{2, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":[]}}}`, ""},
+		{1, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/clientCapabilities":"tasks"}}`, ""},
+		{0, `{"taskId":"$JOB","_meta":"x"}`, ""},
+		{0, `{"taskId":"$JOB","_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}`, ""},
 		// Params that are not an object, or not JSON at all.
-		{0, `null`},
-		{1, `[]`},
-		{2, `[{"taskId":"$JOB"}]`},
-		{0, `"$JOB"`},
-		{1, `42`},
-		{2, `true`},
-		{0, ``},
-		{1, `{"taskId":`},
-		{2, `{"taskId":"$JOB"}}`},
-		{0, deep},
+		{0, `null`, ""},
+		{1, `[]`, ""},
+		{2, `[{"taskId":"$JOB"}]`, ""},
+		{0, `"$JOB"`, ""},
+		{1, `42`, ""},
+		{2, `true`, ""},
+		{0, ``, ""},
+		{1, `{"taskId":`, ""},
+		{2, `{"taskId":"$JOB"}}`, ""},
+		{0, deep, ""},
+		// Mcp-Name headers that do not name params.taskId.
+		{0, `{"taskId":"$JOB"}`, "$CONFIRM"},
+		{2, `{"taskId":"$JOB"}`, "decoy"},
+		{1, `{"taskId":"$CONFIRM","inputResponses":{"jobbridge.confirm":{"action":"decline"}}}`, " $CONFIRM"},
+		{2, `{"taskId":"$JOB","TaskId":"decoy"}`, "$JOB"},
+		{0, `{"taskId":null}`, "$JOB"},
+		{0, `null`, "$JOB"},
 	}
 	for _, s := range seeds {
-		f.Add(s.op, s.params)
+		f.Add(s.op, s.params, s.name)
 	}
 
 	h := newHarness(f, harnessOptions{tune: func(c *catalog.Catalog) {
@@ -137,38 +149,51 @@ func FuzzTasksParams(f *testing.F) {
 	fx.confirm = fx.newTask(f, "confirm_delete", map[string]any{"filename": "fuzz.txt"})
 	fx.job = fx.newTask(f, "long_job", nil)
 
-	f.Fuzz(func(t *testing.T, op uint8, params string) {
-		if len(params) > fuzzMaxParams {
+	f.Fuzz(func(t *testing.T, op uint8, params, name string) {
+		if len(params)+len(name) > fuzzMaxParams {
 			t.Skip("params larger than the fuzz target sends")
 		}
 		method := fuzzMethods[int(op)%len(fuzzMethods)]
 		params = strings.ReplaceAll(params, confirmPlaceholder, fx.confirm.id)
 		params = strings.ReplaceAll(params, jobPlaceholder, fx.job.id)
+		name = strings.ReplaceAll(name, confirmPlaceholder, fx.confirm.id)
+		name = strings.ReplaceAll(name, jobPlaceholder, fx.job.id)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 
-		a := fx.send(ctx, t, method, params)
+		a := fx.send(ctx, t, method, params, name)
 		if ctx.Err() != nil {
-			t.Fatalf("%s %q: no answer within 10s", method, params)
+			t.Fatalf("%s %s: no answer within 10s", method, clip(params))
 		}
-		if a.err != nil {
-			var rpc *taskclient.RPCError
-			if !errors.As(a.err, &rpc) {
-				t.Fatalf("%s %q: answer is not a JSON-RPC response: %v", method, params, a.err)
-			}
+		var rpc *taskclient.RPCError
+		switch {
+		case a.err != nil && errors.As(a.err, &rpc):
 			if !fuzzAllowedCodes[rpc.Code] {
-				t.Fatalf("%s %q: error %d %q, want one of %v", method, params, rpc.Code, rpc.Message, fuzzAllowedCodes)
+				t.Fatalf("%s %s: error %d %q, want one of %v", method, clip(params), rpc.Code, rpc.Message, fuzzAllowedCodes)
 			}
-		} else {
+		case a.err != nil && a.status == http.StatusBadRequest && strings.Contains(a.err.Error(), "malformed payload") && !sdkParses(params):
+			// The SDK refuses a body it cannot parse (invalid JSON, or
+			// nested deeper than it accepts) with HTTP 400 and a text
+			// body, not a JSON-RPC parse error: such a body never
+			// reaches the params decoding under test.
+		case a.err != nil:
+			t.Fatalf("%s %s: answer is not a JSON-RPC response: %s", method, clip(params), clip(a.err.Error()))
+		default:
 			var res struct {
 				ResultType string `json:"resultType"`
 				TaskID     string `json:"taskId"`
 			}
 			if err := json.Unmarshal(a.result, &res); err != nil || res.ResultType != "complete" {
-				t.Fatalf("%s %q: result %s, want resultType complete", method, params, a.result)
+				t.Fatalf("%s %s: result %s, want resultType complete", method, clip(params), clip(string(a.result)))
+			}
+			// The server acts on params.taskId (matched exactly, as the
+			// SDK decodes params) only if Mcp-Name names the same task.
+			obj, _ := jsonObject(params)
+			if id := stringField(obj, "taskId"); id != a.name {
+				t.Fatalf("%s %s: answered for params.taskId %q although the Mcp-Name header named %q", method, clip(params), id, a.name)
 			}
 			if method == "tasks/get" && res.TaskID != a.name {
-				t.Fatalf("%s %q: result is task %q, but the Mcp-Name header named %q", method, params, res.TaskID, a.name)
+				t.Fatalf("%s %s: result is task %q, but the Mcp-Name header named %q", method, clip(params), res.TaskID, a.name)
 			}
 		}
 
@@ -181,10 +206,10 @@ func FuzzTasksParams(f *testing.F) {
 			}
 			got, err := h.tasks.GetTask(ctx, task.id)
 			if err != nil {
-				t.Fatalf("after %s %q: tasks/get of the real %s task: %v", method, params, task.tool, err)
+				t.Fatalf("after %s %s: tasks/get of the real %s task: %v", method, clip(params), task.tool, err)
 			}
 			if got.Status != task.status {
-				t.Fatalf("after %s %q: real %s task is %s (%s), want it still %s", method, params, task.tool, got.Status, got.StatusMessage, task.status)
+				t.Fatalf("after %s %s: real %s task is %s (%s), want it still %s", method, clip(params), task.tool, got.Status, got.StatusMessage, task.status)
 			}
 		}
 	})
@@ -221,17 +246,32 @@ type fuzzAnswer struct {
 	err    error
 	// name is the Mcp-Name header sent ("" for none).
 	name string
+	// status is the HTTP status of the response (0 for none).
+	status int
 }
 
-// send sends params as they are. A JSON object goes through
-// taskclient.Client.Raw, which adds the standard _meta (declaring tasks) and
-// the Mcp-Name header derived from taskId; anything else, which Raw cannot
-// send, is written into the request body verbatim, without Mcp-Name.
-func (fx *fuzzTasks) send(ctx context.Context, t *testing.T, method, params string) fuzzAnswer {
+// send sends params as they are, with the Mcp-Name header name if it is not
+// empty. A JSON object goes through taskclient.Client.Raw, which adds the
+// standard _meta (declaring tasks) and, unless name is given, the Mcp-Name
+// header derived from params.taskId; anything else, which Raw cannot send,
+// is written into the request body verbatim.
+func (fx *fuzzTasks) send(ctx context.Context, t *testing.T, method, params, name string) fuzzAnswer {
+	var header http.Header
+	if name != "" {
+		// Any bytes fit in a header in this encoding.
+		header = http.Header{"Mcp-Name": {"=?base64?" + base64.StdEncoding.EncodeToString([]byte(name)) + "?="}}
+	}
 	if obj, ok := jsonObject(params); ok {
 		if meta, ok := obj["_meta"]; !ok || string(meta) == "null" || isJSONObject(meta) {
-			result, _, err := fx.h.tasks.Raw(ctx, method, json.RawMessage(params), nil)
-			return fuzzAnswer{result: result, err: err, name: stringField(obj, "taskId")}
+			result, resp, err := fx.h.tasks.Raw(ctx, method, json.RawMessage(params), header)
+			if name == "" {
+				name = stringField(obj, "taskId")
+			}
+			a := fuzzAnswer{result: result, err: err, name: name}
+			if resp != nil {
+				a.status = resp.StatusCode
+			}
+			return a
 		}
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
@@ -243,6 +283,9 @@ func (fx *fuzzTasks) send(ctx context.Context, t *testing.T, method, params stri
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", taskclient.ProtocolVersion)
 	req.Header.Set("Mcp-Method", method)
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fuzzAnswer{err: fmt.Errorf("sending: %w", err)}
@@ -257,12 +300,12 @@ func (fx *fuzzTasks) send(ctx context.Context, t *testing.T, method, params stri
 		Error  *taskclient.RPCError `json:"error"`
 	}
 	if err := json.Unmarshal(eventData(data), &msg); err != nil || (msg.Result == nil && msg.Error == nil) {
-		return fuzzAnswer{err: fmt.Errorf("HTTP %d: not a JSON-RPC response: %q", resp.StatusCode, data)}
+		return fuzzAnswer{status: resp.StatusCode, err: fmt.Errorf("HTTP %d: not a JSON-RPC response: %q", resp.StatusCode, data)}
 	}
 	if msg.Error != nil {
-		return fuzzAnswer{err: msg.Error}
+		return fuzzAnswer{status: resp.StatusCode, err: msg.Error}
 	}
-	return fuzzAnswer{result: msg.Result}
+	return fuzzAnswer{status: resp.StatusCode, result: msg.Result, name: name}
 }
 
 // eventData returns the data of the first event of an event stream, or b
@@ -338,4 +381,46 @@ func mayChange(method, params, id string) bool {
 		}
 	}
 	return false
+}
+
+// sdkMaxDepth is the deepest nesting of objects and arrays the SDK parses in
+// a request body.
+const sdkMaxDepth = 1000
+
+// sdkParses reports whether the SDK can parse a request body carrying
+// params: valid JSON nested no deeper than sdkMaxDepth, counting the body's
+// own object.
+func sdkParses(params string) bool {
+	if !json.Valid([]byte(params)) {
+		return false
+	}
+	depth, deepest := 1, 1
+	inString, escaped := false, false
+	for i := 0; i < len(params); i++ {
+		c := params[i]
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest <= sdkMaxDepth
+}
+
+// clip quotes s for a failure message, cut to a readable length.
+func clip(s string) string {
+	const n = 300
+	if len(s) > n {
+		return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
+	}
+	return fmt.Sprintf("%q", s)
 }

@@ -44,26 +44,28 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // the SDK reports the oversized or broken body
 			return
 		}
+		// Field names are matched exactly, as the SDK matches them:
+		// encoding/json would also take "taskid" or "TASKID", and a decoy key
+		// could then pass this check while the handler acts on another task.
 		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				TaskID *string `json:"taskId"`
-				Name   string  `json:"name"`
-			} `json:"params"`
+			ID     json.RawMessage            `json:"id"`
+			Method string                     `json:"method"`
+			Params map[string]json.RawMessage `json:"params"`
 		}
 		if json.Unmarshal(body, &msg) != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
+		taskID, hasTaskID := exactString(msg.Params, "taskId")
+		toolName, _ := exactString(msg.Params, "name")
 		caller, _ := auth.PrincipalFrom(r.Context())
 		switch msg.Method {
 		case "tasks/get", "tasks/update", "tasks/cancel":
-			if msg.Params.TaskID == nil {
+			if !hasTaskID {
 				break // malformed params: the handler answers -32602
 			}
 			name, ok := headerValue(r.Header, "Mcp-Name")
-			if !ok || name != *msg.Params.TaskID {
+			if !ok || name != taskID {
 				reason := "Mcp-Name header does not match params.taskId"
 				if !ok {
 					reason = "Mcp-Name header is required on " + msg.Method
@@ -82,7 +84,7 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 				return
 			}
 		case "tools/call":
-			t := b.tools[msg.Params.Name]
+			t := b.tools[toolName]
 			if caller == nil || t == nil || t.Allow == nil || b.opts.Auth == nil {
 				break
 			}
@@ -94,6 +96,20 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// exactString returns the string value of params[key], with the key matched
+// exactly.
+func exactString(params map[string]json.RawMessage, key string) (string, bool) {
+	raw, ok := params[key]
+	if !ok || string(raw) == "null" {
+		return "", false
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	return v, true
 }
 
 // missingScopes lists the scopes of the tool's policy the caller lacks.

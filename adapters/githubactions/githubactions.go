@@ -38,6 +38,7 @@ package githubactions
 
 import (
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -203,8 +204,15 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 
 	var token string
+	var appKey *rsa.PrivateKey
 	if backend.App != nil {
-		errs = append(errs, adapters.Fieldf("app", "GitHub App authentication is not supported yet; use token"))
+		if backend.App.PrivateKeyFile != "" {
+			k, err := loadAppKey(backend.App.PrivateKeyFile)
+			if err != nil {
+				errs = append(errs, adapters.Fieldf("app.private_key_file", "%v", err))
+			}
+			appKey = k
+		}
 	} else if envName, ok := envRef(backend.Token); ok {
 		v, set := getenv(envName)
 		switch {
@@ -245,16 +253,33 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	a.meter = newMeter(base, a.now, backend.APIVersion, backend.RequestsPerHour)
 	a.cache = newETagCache(a.meter, cacheEntries)
-	ghOpts := []github.ClientOptionsFunc{
-		github.WithHTTPClient(&http.Client{Transport: a.cache, Timeout: backend.Timeout}),
-		github.WithAuthToken(token),
+	apiURL := ""
+	if backend.APIURL != "" {
+		apiURL = strings.TrimSuffix(backend.APIURL, "/") + "/"
+	}
+	api := http.RoundTripper(a.cache)
+	var auth []github.ClientOptionsFunc
+	if token != "" {
+		auth = append(auth, github.WithAuthToken(token))
+	}
+	if appKey != nil {
+		// Token exchanges have their own rate limits: a meter of their
+		// own, so that neither holds the other back.
+		exchange := newMeter(base, a.now, backend.APIVersion, backend.RequestsPerHour)
+		tokens, err := newAppTokens(*backend.App, appKey, exchange, apiURL, backend.Timeout, a.now, a.red)
+		if err != nil {
+			return nil, fmt.Errorf("github_actions backend %q: %w", name, err)
+		}
+		api = &installationAuth{base: a.cache, tokens: tokens}
+	}
+	ghOpts := append(auth,
+		github.WithHTTPClient(&http.Client{Transport: api, Timeout: backend.Timeout}),
 		// The adapter keeps its own rate-limit state on its own clock.
 		github.WithDisableRateLimitCheck(),
 		github.WithUserAgent("jobbridge-github-actions"),
-	}
-	if backend.APIURL != "" {
-		u := strings.TrimSuffix(backend.APIURL, "/") + "/"
-		ghOpts = append(ghOpts, github.WithURLs(&u, &u))
+	)
+	if apiURL != "" {
+		ghOpts = append(ghOpts, github.WithURLs(&apiURL, &apiURL))
 	}
 	gh, err := github.NewClient(ghOpts...)
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -453,20 +455,47 @@ func parseApprovalKey(key string) ([]int64, bool) {
 	return ids, true
 }
 
-// redactor removes the token from text before it goes into an error, a log
-// or an observation.
+// redactor removes the credentials from text before it goes into an error,
+// a log or an observation: the configured token for good, and the last
+// maxRotating short-lived ones (installation tokens and app JWTs). It is
+// safe for concurrent use.
 type redactor struct {
-	secrets []string
+	mu       sync.RWMutex
+	secrets  []string
+	rotating []string
 }
+
+// maxRotating bounds the short-lived credentials a redactor remembers.
+const maxRotating = 16
 
 func (r *redactor) add(s string) {
 	if len(s) >= 4 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		r.secrets = append(r.secrets, s)
 	}
 }
 
+// addRotating remembers a short-lived credential, forgetting the oldest
+// beyond maxRotating.
+func (r *redactor) addRotating(s string) {
+	if len(s) >= 4 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.rotating) >= maxRotating {
+			r.rotating = slices.Delete(r.rotating, 0, 1)
+		}
+		r.rotating = append(r.rotating, s)
+	}
+}
+
 func (r *redactor) redact(s string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	for _, secret := range r.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	for _, secret := range r.rotating {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
 	}
 	return s

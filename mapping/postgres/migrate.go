@@ -3,14 +3,13 @@ package postgres
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	migrationpkg "github.com/jobbridge/jobbridge/mapping/migration"
 )
 
 // migrationFiles holds the schema, one file per version, named
@@ -25,45 +24,11 @@ var migrationFiles embed.FS
 // database, so stores in different databases do not wait for each other.
 const migrationLock int64 = 0x6a6f62626d696772
 
-// migration is one schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+// schemaStep is one schema version.
+type schemaStep = migrationpkg.Step
 
-// loadMigrations returns the migrations in fsys's migrations directory in
-// version order.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("reading migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries { // sorted by name
-		name := e.Name()
-		prefix, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_description.sql", name)
-		}
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: version %q is not a positive integer", name, prefix)
-		}
-		if n := len(ms); n > 0 && ms[n-1].version >= v {
-			return nil, fmt.Errorf("migration %s: version %d does not follow %d", name, v, ms[n-1].version)
-		}
-		b, err := fs.ReadFile(fsys, "migrations/"+name)
-		if err != nil {
-			return nil, fmt.Errorf("reading migration %s: %w", name, err)
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(b)})
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("reading migrations: none embedded")
-	}
-	return ms, nil
-}
+// loadMigrations returns the embedded migrations in version order.
+func loadMigrations(fsys fs.FS) ([]schemaStep, error) { return migrationpkg.Load(fsys, "migrations") }
 
 // migrate brings the schema up to the newest of ms in one transaction, which
 // first takes the migrationLock: replicas starting together apply each
@@ -71,7 +36,7 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // current changes nothing. Either every pending migration is applied or none
 // is. A database whose schema is newer than ms, which an older build must not
 // write to, is refused.
-func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration) (err error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool, ms []schemaStep) (err error) {
 	// Read committed, whatever the connection's default, so that each
 	// statement after the lock sees what the previous holder committed.
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -100,20 +65,20 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration) (err error
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("reading schema version: %w", err)
 	}
-	if newest := ms[len(ms)-1].version; current > newest {
+	if newest := ms[len(ms)-1].Version; current > newest {
 		return fmt.Errorf("database schema version %d is newer than this build supports (%d)", current, newest)
 	}
 	for _, m := range ms {
-		if m.version <= current {
+		if m.Version <= current {
 			continue
 		}
 		// Without arguments Exec uses the simple protocol, which runs a
 		// file of several statements.
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("applying migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("applying migration %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("recording migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("recording migration %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

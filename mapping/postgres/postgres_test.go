@@ -139,7 +139,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}
 	var want []int
 	for _, m := range ms {
-		want = append(want, m.version)
+		want = append(want, m.Version)
 	}
 	dsn := newDatabase(t)
 

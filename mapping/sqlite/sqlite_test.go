@@ -109,7 +109,7 @@ func TestReopenKeepsSchemaAndData(t *testing.T) {
 	}
 	var want []int
 	for _, m := range ms {
-		want = append(want, m.version)
+		want = append(want, m.Version)
 	}
 
 	path := filepath.Join(t.TempDir(), "tasks.db")
