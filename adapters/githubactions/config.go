@@ -48,8 +48,15 @@ type BackendConfig struct {
 }
 
 // AppConfig is GitHub App authentication: a JWT signed with the app's
-// private key is exchanged for an installation token.
+// private key is exchanged for an installation token, renewed five minutes
+// before it expires.
+//
+//	app: {app_id: 12345, installation_id: 67890, private_key_file: /etc/jobbridge/app.pem}
 type AppConfig struct {
+	// AppID is the app's numeric ID (the JWT's issuer); InstallationID
+	// the installation on the account that owns the repositories;
+	// PrivateKeyFile the path of the app's RSA private key in PEM (PKCS#1
+	// or PKCS#8), read once when the server starts.
 	AppID          int64  `yaml:"app_id"`
 	InstallationID int64  `yaml:"installation_id"`
 	PrivateKeyFile string `yaml:"private_key_file"`

@@ -32,8 +32,16 @@
 // run; a run still going after the tool's force_cancel_after is
 // force-cancelled once, by the next poll or the next Cancel.
 //
-// The token is a secret: it is never logged and is redacted from every error
-// and observation.
+// Instead of a token, the backend may authenticate as a GitHub App
+// installation: the app's RSA private key (PEM, PKCS#1 or PKCS#8) is read
+// at New; an RS256 JWT signed with it is exchanged for an installation
+// token, which is kept until five minutes before it expires and then
+// renewed on demand (concurrent requests share one exchange). A rotated
+// token starts the ETag cache afresh, as its entries are per credential.
+//
+// Credentials are secrets: the token, the installation tokens and the app
+// JWTs are never logged and are redacted from every error and observation;
+// errors about the key file name the file, never its contents.
 package githubactions
 
 import (

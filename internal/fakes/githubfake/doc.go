@@ -23,6 +23,7 @@
 //	POST repos/{o}/{r}/actions/runs/{id}/cancel             202 {}; 409 when completed
 //	POST repos/{o}/{r}/actions/runs/{id}/force-cancel       202 {}; 409 when completed
 //	GET  repos/{o}/{r}/actions/jobs/{id}/logs               302 to a pre-signed plain-text download under _blobs/
+//	POST app/installations/{id}/access_tokens               201 {token, expires_at, ...} with [Options.AppPublicKey]
 //
 // Every JSON GET answer carries a weak ETag; a request whose If-None-Match
 // matches is answered 304 with no body. Requests carry rate-limit headers
@@ -33,6 +34,14 @@
 // 400. With [Options.Tokens] set, a request without one of them as bearer
 // token is answered 401 "Bad credentials". Errors are {"message",
 // "documentation_url"} as on GitHub.
+//
+// With [Options.AppPublicKey] the server is a GitHub App installation: the
+// access_tokens endpoint takes a JWT signed with the matching private key
+// (RS256, iss [Options.AppID], iat not in the future, exp at most ten minutes
+// ahead; 401 otherwise, 404 for another installation) and issues a token that
+// lives [Options.AppTokenLifetime] on the server's clock. API requests then
+// need an issued, unexpired token (or one of [Options.Tokens]).
+// [Server.TokenExchanges] counts the tokens issued.
 //
 // A dispatch needs ref (422 otherwise) and at most 25 inputs, whose values
 // must be strings, booleans or numbers. With [Options.RejectRunDetails] the

@@ -2,6 +2,7 @@ package githubfake
 
 import (
 	"cmp"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,6 +55,17 @@ type Options struct {
 	// ListDelay is how long a new run stays out of run listings, as on
 	// GitHub, where a dispatched run appears after a few seconds.
 	ListDelay time.Duration
+
+	// AppPublicKey, when set, makes the server a GitHub App installation:
+	// POST app/installations/{InstallationID}/access_tokens exchanges a
+	// JWT signed by the matching private key (RS256, iss AppID) for an
+	// installation token that lives AppTokenLifetime (default
+	// [DefaultAppTokenLifetime]), and API requests must carry an unexpired
+	// issued token (or one of Tokens).
+	AppPublicKey     *rsa.PublicKey
+	AppID            int64
+	InstallationID   int64
+	AppTokenLifetime time.Duration
 }
 
 // Workflow is a workflow file the server knows.
@@ -76,6 +88,10 @@ type Server struct {
 	rejectRunDetails int
 	rateLimit        int
 	listDelay        time.Duration
+	appKey           *rsa.PublicKey
+	appID            int64
+	installationID   int64
+	appTokenLifetime time.Duration
 
 	mu           sync.Mutex
 	workflows    map[string]*Workflow // by file name and by ID
@@ -95,6 +111,8 @@ type Server struct {
 	reviews      map[int64][]Review
 	windows      map[string]*window
 	faults       []*Fault
+	issued       map[string]time.Time // installation tokens and their expiry
+	exchanges    int
 
 	lifeMu sync.Mutex
 	http   *http.Server
@@ -124,6 +142,11 @@ func New(opts *Options) *Server {
 		rejectRunDetails: opts.RejectRunDetails,
 		rateLimit:        cmp.Or(opts.RateLimit, 5000),
 		listDelay:        opts.ListDelay,
+		appKey:           opts.AppPublicKey,
+		appID:            opts.AppID,
+		installationID:   opts.InstallationID,
+		appTokenLifetime: cmp.Or(opts.AppTokenLifetime, DefaultAppTokenLifetime),
+		issued:           map[string]time.Time{},
 		workflows:        map[string]*Workflow{},
 		runs:             map[int64]*run{},
 		jobs:             map[int64]jobRef{},
@@ -507,8 +530,13 @@ func (s *Server) serve(r *http.Request, body []byte, readErr error) response {
 		// Pre-signed downloads: no token, no rate limit.
 		return s.blob(r)
 	}
+	if id, ok := appTokensPath(r.URL.Path); ok && s.appKey != nil {
+		// Authenticated by the app JWT; not counted against a token's
+		// rate limit.
+		return s.exchangeToken(r, id)
+	}
 	token := bearer(r.Header.Get("Authorization"))
-	if len(s.tokens) > 0 && !s.tokens[token] {
+	if !s.authorized(token) {
 		return errorResponse(http.StatusUnauthorized, "Bad credentials")
 	}
 	win := s.window(token)
