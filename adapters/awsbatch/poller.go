@@ -316,18 +316,23 @@ func (p *poller) call(ctx context.Context, ids []string) (*batch.DescribeJobsOut
 }
 
 // options are the per-call options of the poller's calls: no SDK retries
-// but one immediate retry of a connection error. The poller backs off from
+// but up to three quick retries of a connection error. The poller backs off from
 // throttling and server errors itself, and answers waiting callers
 // meanwhile; a connection error is retried because the SDK can lose a
 // connection under a successful answer (aws/aws-sdk-go-v2#2737).
 func (p *poller) options(o *batch.Options) { o.Retryer = p.retryer }
 
-// connectionRetryer allows one immediate retry of connection errors only.
+// connectionRetryer retries connection errors only, up to three times with
+// a short, growing pause: a DescribeJobs is a read, safe to repeat, and the
+// pause lets the transport drop the connection it lost before the next
+// attempt picks one.
 func connectionRetryer() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = 2
+		o.MaxAttempts = 4
 		o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
-		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+			return time.Duration(attempt) * 20 * time.Millisecond, nil
+		})
 		o.RateLimiter = ratelimit.None
 	})
 }
