@@ -652,27 +652,35 @@ func TestMissingArgumentsAreAskedFor(t *testing.T) {
 }
 
 func TestPollsAreCoalescedAndPaced(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	clk := &clock{now: time.Now()}
+	h := newHarness(t, harnessOptions{now: clk.Now, tune: func(c *catalog.Catalog) {
+		c.Tool("long_job").RefreshInterval = 5 * time.Second
+	}})
 	ctx := t.Context()
 	task := h.createTask("long_job", nil)
-	h.waitFor(task.TaskID, "observed", func(tk *taskclient.Task) bool { return strings.Contains(tk.StatusMessage, "running") })
+	h.waitFor(task.TaskID, "observed", func(tk *taskclient.Task) bool { return strings.HasPrefix(tk.StatusMessage, "running") })
 
-	// The refresh interval of long_job is 100ms: 40 concurrent polls inside
-	// one interval make at most two backend calls (one if they all land in
-	// the same interval).
-	time.Sleep(150 * time.Millisecond)
-	before := h.fake.Requests()
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			if _, err := h.tasks.GetTask(ctx, task.TaskID); err != nil {
-				t.Error(err)
-			}
-		})
+	burst := func() int {
+		before := h.fake.Requests()
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				if _, err := h.tasks.GetTask(ctx, task.TaskID); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return h.fake.Requests() - before
 	}
-	wg.Wait()
-	if n := h.fake.Requests() - before; n < 1 || n > 2 {
-		t.Errorf("40 concurrent tasks/get made %d backend calls, want 1 or 2", n)
+	// Within the refresh interval every poll is served from the store.
+	if n := burst(); n != 0 {
+		t.Errorf("40 polls within the refresh interval made %d backend calls, want 0", n)
+	}
+	// Once the observation is stale, 40 concurrent polls share one call.
+	clk.Advance(6 * time.Second)
+	if n := burst(); n != 1 {
+		t.Errorf("40 concurrent polls of a stale task made %d backend calls, want 1", n)
 	}
 }
 

@@ -117,10 +117,19 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task) *mapping.Task {
 		return t
 	}
 	v, _, _ := b.polls.Do(string(t.Key[:]), func() (any, error) {
+		// A caller that read the row before the previous shared call
+		// finished arrives here after it: read again, and ask the backend
+		// only if the observation is still stale.
+		if cur, err := b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now()); err == nil {
+			if cur.Status.Terminal() || cur.Phase == mapping.PhaseSubmitted && tl != nil && cur.ObservedAt != nil && b.opts.Now().Sub(*cur.ObservedAt) < tl.RefreshInterval {
+				return cur, nil
+			}
+			t = cur
+		}
 		switch {
 		case t.Phase == mapping.PhaseSubmitting:
 			b.reconcile(t)
-		case b.claimObservation(t, tl):
+		case t.Phase == mapping.PhaseSubmitted && b.claimObservation(t, tl):
 			b.observe(t)
 		}
 		cur, err := b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now())
