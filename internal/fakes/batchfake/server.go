@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/loopback"
 )
 
 // Limits Batch enforces, which the fake enforces too.
@@ -90,9 +90,7 @@ type Server struct {
 	faults []*Fault
 
 	// lifeMu guards the listener started by Start.
-	lifeMu sync.Mutex
-	http   *http.Server
-	served chan struct{}
+	life loopback.Server
 }
 
 // New returns a server with no jobs.
@@ -125,44 +123,16 @@ func New(opts *Options) *Server {
 // serves in the background until [Server.Close]. It returns the base URL,
 // such as "http://127.0.0.1:41234", to use as the client's base endpoint.
 func (s *Server) Start(addr string) (baseURL string, err error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http != nil {
-		return "", errors.New("starting Batch fake: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
+	addr, err = s.life.Start("Batch fake", addr, s)
 	if err != nil {
-		return "", fmt.Errorf("starting Batch fake: %w", err)
+		return "", err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln) // always http.ErrServerClosed after Close
-	}()
-	s.http, s.served = srv, served
-	return "http://" + ln.Addr().String(), nil
+	return "http://" + addr, nil
 }
 
 // Close stops the listener started by [Server.Start] and closes its
 // connections. It is a no-op when the server was not started. Jobs are kept.
-func (s *Server) Close() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http == nil {
-		return nil
-	}
-	err := s.http.Close()
-	<-s.served
-	s.http, s.served = nil, nil
-	if err != nil {
-		return fmt.Errorf("closing Batch fake: %w", err)
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.life.Close("Batch fake") }
 
 // Calls returns how many requests for the operation (for example
 // [OpDescribeJobs]) the server received, including those answered by an

@@ -6,17 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/loopback"
 )
 
 // maxBodyBytes bounds a request body.
@@ -114,9 +114,7 @@ type Server struct {
 	issued       map[string]time.Time // installation tokens and their expiry
 	exchanges    int
 
-	lifeMu sync.Mutex
-	http   *http.Server
-	served chan struct{}
+	life loopback.Server
 }
 
 type jobRef struct {
@@ -230,43 +228,15 @@ func DemoWorkflows() []Workflow {
 // background until [Server.Close]. It returns the base URL, such as
 // "http://127.0.0.1:41234/", to give go-github as its base URL.
 func (s *Server) Start(addr string) (baseURL string, err error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http != nil {
-		return "", errors.New("starting GitHub fake: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
+	addr, err = s.life.Start("GitHub fake", addr, s)
 	if err != nil {
-		return "", fmt.Errorf("starting GitHub fake: %w", err)
+		return "", err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln) // always http.ErrServerClosed after Close
-	}()
-	s.http, s.served = srv, served
-	return "http://" + ln.Addr().String() + "/", nil
+	return "http://" + addr + "/", nil
 }
 
 // Close stops the listener started by [Server.Start]. Runs are kept.
-func (s *Server) Close() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http == nil {
-		return nil
-	}
-	err := s.http.Close()
-	<-s.served
-	s.http, s.served = nil, nil
-	if err != nil {
-		return fmt.Errorf("closing GitHub fake: %w", err)
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.life.Close("GitHub fake") }
 
 // Requests returns how many requests the server received, faults included.
 func (s *Server) Requests() int {

@@ -8,12 +8,13 @@ import (
 	"io"
 	"maps"
 	"mime"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/loopback"
 )
 
 // maxBodyBytes bounds a request body.
@@ -43,9 +44,7 @@ type Server struct {
 	faults      []*Fault
 
 	// lifeMu guards the listener started by Start.
-	lifeMu sync.Mutex
-	http   *http.Server
-	served chan struct{}
+	life loopback.Server
 }
 
 // New returns an empty server.
@@ -68,44 +67,16 @@ func New(opts *Options) *Server {
 // serves in the background until [Server.Close]. It returns the base URL,
 // such as "http://127.0.0.1:41234".
 func (s *Server) Start(addr string) (baseURL string, err error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http != nil {
-		return "", errors.New("starting job API fake: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
+	addr, err = s.life.Start("job API fake", addr, s)
 	if err != nil {
-		return "", fmt.Errorf("starting job API fake: %w", err)
+		return "", err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln) // always http.ErrServerClosed after Close
-	}()
-	s.http, s.served = srv, served
-	return "http://" + ln.Addr().String(), nil
+	return "http://" + addr, nil
 }
 
 // Close stops the listener started by [Server.Start] and closes its
 // connections. It is a no-op when the server was not started. Jobs are kept.
-func (s *Server) Close() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.http == nil {
-		return nil
-	}
-	err := s.http.Close()
-	<-s.served
-	s.http, s.served = nil, nil
-	if err != nil {
-		return fmt.Errorf("closing job API fake: %w", err)
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.life.Close("job API fake") }
 
 // Submissions returns how many POST /jobs requests created a job with the
 // given correlation ID. Idempotent repeats are not counted.
