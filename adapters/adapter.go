@@ -29,21 +29,35 @@ type Adapter interface {
 	// When the outcome is unknown (a timeout, a reset connection, a 5xx after
 	// the request was written), Start returns an error wrapping
 	// [ErrOutcomeUnknown] and the bridge reconciles, through [Finder] where the
-	// adapter has one. Any other error means the job was certainly not created;
-	// the bridge reports it to the caller as a tool error.
+	// adapter has one. When the backend accepted the submission but its answer
+	// gives no usable reference to the job, Start returns an error wrapping
+	// [ErrJobUnaddressable]. When the backend refused it for throttling, the
+	// error wraps [ErrThrottled] (see [ThrottledError]) and the bridge may
+	// submit again later. Any other error means the job was certainly not
+	// created; its text should carry the backend's own reason (redacted and
+	// size-capped), because the bridge shows it to the caller.
 	Start(ctx context.Context, req StartRequest) (JobRef, error)
 
 	// Poll observes the given jobs and returns one Observation per ref, in the
 	// same order. An adapter that can ask about many jobs in one backend call
 	// does so. A non-nil error means nothing could be observed this time (the
-	// backend is down or throttling); the bridge keeps serving its last
-	// observation. A problem with one job only is reported in that job's
+	// backend is down or throttling: wrap [ErrThrottled] then, so that the
+	// bridge pauses every call to the backend); the bridge keeps serving its
+	// last observation. A problem with one job only is reported in that job's
 	// Observation.Err.
 	Poll(ctx context.Context, refs []JobRef) ([]Observation, error)
 
 	// Cancel asks the backend to stop the job. Cancellation is cooperative and
-	// eventually consistent: the job may still finish in another state. A job
-	// that has already finished is not an error.
+	// eventually consistent: the job may still finish in another state.
+	//
+	// A job that has already finished is not a failure to cancel: Cancel
+	// returns nil, or, when the backend says so (an HTTP 409 for a finished
+	// job, a run that is already completed), an error wrapping
+	// [ErrAlreadyFinished], so that the bridge keeps the job's own outcome
+	// instead of calling it cancelled. A backend that refuses to stop a job
+	// that is still running returns an error wrapping [ErrCancelRefused]; any
+	// other error means the backend could not be asked, and the bridge asks
+	// again later.
 	Cancel(ctx context.Context, ref JobRef) error
 }
 
@@ -73,6 +87,81 @@ var ErrOutcomeUnknown = errors.New("submission outcome unknown")
 // the job (an HTTP 404, or an ID missing from a batched answer). The bridge
 // allows a bounded grace before it treats the job as gone.
 var ErrJobNotFound = errors.New("backend does not report the job")
+
+// ErrUnreadableStatus is reported in Observation.Err when the backend
+// answered about the job but the answer cannot be read as configured (the
+// status field is missing or not a string or number). The error's text says
+// what is wrong, in words for the caller; the bridge shows it in the task's
+// status message and, if it persists past the tool's missing grace, ends the
+// task failed with it.
+var ErrUnreadableStatus = errors.New("the backend's status answer cannot be read")
+
+// ErrJobUnaddressable is wrapped by a Start error when the backend accepted
+// the submission, so that a job very likely exists, but its answer gives no
+// reference the adapter can use (the job ID is not where the configuration
+// says, or it would address something outside the backend). The error's text
+// names what was wrong, the HTTP status and a redacted excerpt of the answer.
+// The bridge ends the task failed with it and the correlation ID, so that an
+// operator can find and stop the job; it never submits again.
+var ErrJobUnaddressable = errors.New("the backend accepted the job but its answer does not say how to address it")
+
+// ErrThrottled is wrapped by an error when the backend refused a request
+// because too many were sent (an HTTP 429, a rate-limit 403, AWS's
+// TooManyRequestsException). A throttled Start certainly created no job.
+// Wrap it in a [ThrottledError] when the backend said how long to wait.
+var ErrThrottled = errors.New("the backend is throttling requests")
+
+// ErrAlreadyFinished is wrapped by a Cancel error when the backend answered
+// that the job had already finished before the cancel reached it.
+var ErrAlreadyFinished = errors.New("the job had already finished")
+
+// ErrCancelRefused is wrapped by a Cancel error when the backend refused to
+// stop a job that is still running (for example an HTTP 409 or 403 while the
+// status call still reports it working). The error's text carries the
+// backend's reason.
+var ErrCancelRefused = errors.New("the backend refused to cancel the job")
+
+// ThrottledError is a throttling answer with the pause the backend asked for
+// (Retry-After, a rate-limit reset). It wraps [ErrThrottled].
+type ThrottledError struct {
+	// RetryAfter is how long the backend asked callers to wait; zero when it
+	// did not say.
+	RetryAfter time.Duration
+	// Err is the underlying error, with the backend's message.
+	Err error
+}
+
+func (e *ThrottledError) Error() string {
+	msg := ErrThrottled.Error()
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter.Round(time.Second))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrThrottled and the underlying error.
+func (e *ThrottledError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrThrottled}
+	}
+	return []error{ErrThrottled, e.Err}
+}
+
+// RetryAfter reports the pause a throttling error asked for. ok is false when
+// err does not wrap [ErrThrottled]; d is zero when the backend did not say.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	if !errors.Is(err, ErrThrottled) {
+		return 0, false
+	}
+	var te *ThrottledError
+	if errors.As(err, &te) {
+		return te.RetryAfter, true
+	}
+	return 0, true
+}
 
 // StartRequest is what the bridge asks an adapter to submit.
 type StartRequest struct {
@@ -175,6 +264,11 @@ type Observation struct {
 	// RetryAfter, when positive, is the backend's request not to be asked
 	// about this job again sooner (a Retry-After header, a poll hint).
 	RetryAfter time.Duration
+	// FinishedAt, for a terminal State, is when the backend says the job
+	// finished (Batch's stoppedAt, a run's completion time); zero when it
+	// does not say. The bridge uses it to tell a job that failed before a
+	// cancel took effect from one the cancel stopped.
+	FinishedAt time.Time
 }
 
 // Progress is how far a job has got, for example 37 of 100 array children.

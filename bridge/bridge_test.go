@@ -812,7 +812,7 @@ func TestCrashBeforeSubmissionIsReconciled(t *testing.T) {
 		CorrelationID: "jb-never-sent", Phase: mapping.PhaseSubmitting, Status: mapping.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: time.Hour, ExpiresAt: now.Add(time.Hour), PollInterval: time.Second,
 	}
-	if err := h.store.Create(t.Context(), row); err != nil {
+	if err := h.store.Create(t.Context(), row, 0); err != nil {
 		t.Fatal(err)
 	}
 	got := h.waitTerminal(id)

@@ -279,12 +279,6 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	}
 }
 
-// liveCounter is implemented by stores that can count a principal's
-// unfinished tasks, for the max_live_tasks limit.
-type liveCounter interface {
-	CountLive(ctx context.Context, principal string, now time.Time) (int, error)
-}
-
 // createTask creates a task for a call: the row is committed first, then the
 // job is submitted in the background and the handle returned.
 func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, elicitOK bool) (mcp.Result, error) {
@@ -295,17 +289,6 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	if !b.rates.allowCreate(principal, b.limits.CreatesPerMinute) {
 		b.metrics.add("create_rate")
 		return toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
-	}
-	if c, ok := b.store.(liveCounter); ok {
-		n, err := c.CountLive(ctx, principal, b.opts.Now())
-		if err != nil {
-			b.log.Error("counting live tasks", "error", err)
-			return nil, internalError("the task store is unavailable")
-		}
-		if n >= b.limits.MaxLiveTasks {
-			b.metrics.add("live_tasks")
-			return toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", n), nil
-		}
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
@@ -342,7 +325,10 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		task.Phase = mapping.PhaseSubmitting
 		task.StatusMessage = fmt.Sprintf("submitting the job to %s", t.Backend)
 	}
-	if err := b.store.Create(ctx, task); err != nil {
+	if err := b.store.Create(ctx, task, b.limits.MaxLiveTasks); errors.Is(err, mapping.ErrLiveLimit) {
+		b.metrics.add("live_tasks")
+		return toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
+	} else if err != nil {
 		b.log.Error("creating task", "tool", t.Name, "error", err)
 		return nil, internalError("the task could not be stored")
 	}

@@ -24,7 +24,12 @@ type Store interface {
 	// Create inserts a new task. It returns only once the row is durable, so
 	// that a Get for the same key resolves. Creating a key that already exists
 	// returns an error.
-	Create(ctx context.Context, t *Task) error
+	//
+	// When maxLive is positive and t.Principal already has maxLive live tasks
+	// (neither terminal nor expired), Create returns ErrLiveLimit and inserts
+	// nothing. The count and the insert are one atomic step, also across
+	// processes that share the store.
+	Create(ctx context.Context, t *Task, maxLive int) error
 
 	// Get returns the task with the given key if it belongs to principal. A
 	// task of another principal, an unknown key and a task whose ExpiresAt
@@ -58,6 +63,9 @@ var (
 	// ErrConflict is returned by Update when the row changed since it was read
 	// or is already terminal.
 	ErrConflict = errors.New("task changed concurrently")
+	// ErrLiveLimit is returned by Create when the principal already has as
+	// many live tasks as allowed.
+	ErrLiveLimit = errors.New("too many unfinished tasks")
 )
 
 // Key is the SHA-256 of a task ID: the only form in which a store sees it.

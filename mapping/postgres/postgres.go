@@ -201,7 +201,16 @@ const releaseQuery = `UPDATE tasks SET lease_owner = NULL, lease_until = NULL
 	WHERE lease_owner = $1 AND ($2::bytea[] IS NULL OR key = ANY($2::bytea[]))`
 
 // Create inserts t. A key that already exists is an error.
-func (s *Store) Create(ctx context.Context, t *mapping.Task) error {
+func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error {
+	if maxLive > 0 { // TODO(atomic): the count and the insert are two steps
+		var n int64
+		if err := s.pool.QueryRow(ctx, countLiveQuery, t.Principal, ts(t.CreatedAt)).Scan(&n); err != nil {
+			return fmt.Errorf("counting live tasks: %w", err)
+		}
+		if n >= int64(maxLive) {
+			return mapping.ErrLiveLimit
+		}
+	}
 	_, err := s.pool.Exec(ctx, createQuery,
 		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,

@@ -100,7 +100,7 @@ func task(id string, now time.Time) *mapping.Task {
 func mustCreate(t testing.TB, s *Store, tasks ...*mapping.Task) {
 	t.Helper()
 	for _, task := range tasks {
-		if err := s.Create(t.Context(), task.Clone()); err != nil {
+		if err := s.Create(t.Context(), task.Clone(), 0); err != nil {
 			t.Fatalf("Create(%s): %v", task.CorrelationID, err)
 		}
 	}
@@ -551,7 +551,7 @@ func TestEmptyAndNilBlobsStayApart(t *testing.T) {
 	want.Args = nil
 	want.Outcome = json.RawMessage{}
 	// Not a Clone: Clone turns empty into nil.
-	if err := s.Create(t.Context(), want); err != nil {
+	if err := s.Create(t.Context(), want, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), want.Key, "alice", now)
@@ -620,7 +620,7 @@ func TestConcurrentLoad(t *testing.T) {
 		wg.Go(func() {
 			errs <- func() error {
 				own := task(fmt.Sprintf("task-%d", i), now)
-				if err := s.Create(t.Context(), own); err != nil {
+				if err := s.Create(t.Context(), own, 0); err != nil {
 					return err
 				}
 				for j := range rounds {
@@ -723,7 +723,7 @@ func BenchmarkCreate(b *testing.B) {
 	now := time.Now()
 	i := 0
 	for b.Loop() {
-		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now)); err != nil {
+		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), 0); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -736,7 +736,7 @@ func benchTasks(b *testing.B, s *Store, n int, now time.Time) []mapping.Key {
 	for i := range n {
 		t := task(fmt.Sprintf("task-%d", i), now)
 		keys[i] = t.Key
-		if err := s.Create(b.Context(), t); err != nil {
+		if err := s.Create(b.Context(), t, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -781,7 +781,7 @@ func BenchmarkUpdate(b *testing.B) {
 	s := openFresh(b)
 	now := time.Now()
 	t := task("task-1", now)
-	if err := s.Create(b.Context(), t); err != nil {
+	if err := s.Create(b.Context(), t, 0); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {

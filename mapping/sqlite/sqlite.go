@@ -205,7 +205,16 @@ const countLiveQuery = `SELECT count(*) FROM tasks
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
 
 // Create inserts t. A key that already exists is an error.
-func (s *Store) Create(ctx context.Context, t *mapping.Task) error {
+func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error {
+	if maxLive > 0 { // TODO(atomic): the count and the insert are two steps
+		var n int64
+		if err := s.countLive.QueryRowContext(ctx, t.Principal, t.CreatedAt.UnixMilli()).Scan(&n); err != nil {
+			return fmt.Errorf("counting live tasks: %w", err)
+		}
+		if n >= int64(maxLive) {
+			return mapping.ErrLiveLimit
+		}
+	}
 	_, err := s.create.ExecContext(ctx,
 		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,

@@ -121,7 +121,7 @@ func TestReopenKeepsSchemaAndData(t *testing.T) {
 			t.Fatalf("Open #%d: %v", i+1, err)
 		}
 		if i == 0 {
-			if err := s.Create(t.Context(), created.Clone()); err != nil {
+			if err := s.Create(t.Context(), created.Clone(), 0); err != nil {
 				t.Fatalf("Create: %v", err)
 			}
 		}
@@ -285,7 +285,7 @@ func TestFileMode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	s := openAt(t, path)
 	// A write makes sure the WAL exists.
-	if err := s.Create(t.Context(), task("task-1", time.Now())); err != nil {
+	if err := s.Create(t.Context(), task("task-1", time.Now()), 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -328,7 +328,7 @@ func TestEmptyAndNilBlobsStayApart(t *testing.T) {
 	want := task("task-1", now) // Args nil
 	want.Outcome = json.RawMessage{}
 	// Not a Clone: Clone turns empty into nil.
-	if err := s.Create(t.Context(), want); err != nil {
+	if err := s.Create(t.Context(), want, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), want.Key, "alice", now)
@@ -353,7 +353,7 @@ func TestConcurrentLoad(t *testing.T) {
 	s := openTemp(t)
 	now := time.Now()
 	hot := task("hot", now)
-	if err := s.Create(t.Context(), hot.Clone()); err != nil {
+	if err := s.Create(t.Context(), hot.Clone(), 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -365,7 +365,7 @@ func TestConcurrentLoad(t *testing.T) {
 		wg.Go(func() {
 			errs <- func() error {
 				own := task(fmt.Sprintf("task-%d", i), now)
-				if err := s.Create(t.Context(), own); err != nil {
+				if err := s.Create(t.Context(), own, 0); err != nil {
 					return err
 				}
 				for j := range rounds {
@@ -455,7 +455,7 @@ func BenchmarkCreate(b *testing.B) {
 	now := time.Now()
 	i := 0
 	for b.Loop() {
-		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now)); err != nil {
+		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), 0); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -470,7 +470,7 @@ func BenchmarkGet(b *testing.B) {
 	for i := range n {
 		t := task(fmt.Sprintf("task-%d", i), now)
 		keys[i] = t.Key
-		if err := s.Create(b.Context(), t); err != nil {
+		if err := s.Create(b.Context(), t, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -157,7 +157,7 @@ func completedTask(id, principal string) *mapping.Task {
 func mustCreate(t *testing.T, s mapping.Store, tasks ...*mapping.Task) {
 	t.Helper()
 	for _, task := range tasks {
-		if err := s.Create(t.Context(), task.Clone()); err != nil {
+		if err := s.Create(t.Context(), task.Clone(), 0); err != nil {
 			t.Fatalf("Create(%s): %v", task.CorrelationID, err)
 		}
 	}
@@ -205,7 +205,7 @@ func testOwnCopy(t *testing.T, h Harness) {
 	s := h.Open(t)
 	want := fullTask("task-1", "alice")
 	in := want.Clone()
-	if err := s.Create(t.Context(), in); err != nil {
+	if err := s.Create(t.Context(), in, 0); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	// Scribble over the caller's copy and over a read copy: neither reaches
@@ -274,7 +274,7 @@ func testCreateDuplicate(t *testing.T, h Harness) {
 			s := h.Open(t)
 			first := newTask("task-1", "alice")
 			mustCreate(t, s, first)
-			if err := s.Create(t.Context(), tt.second.Clone()); err == nil {
+			if err := s.Create(t.Context(), tt.second.Clone(), 0); err == nil {
 				t.Fatal("second Create with the same key succeeded, want an error")
 			}
 			assertStored(t, s, first, at(0))
