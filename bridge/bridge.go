@@ -58,6 +58,11 @@ type Options struct {
 	// CallTimeout bounds every other backend call (poll, cancel, respond).
 	// Default 15s.
 	CallTimeout time.Duration
+	// ObserveBudget is the longest a tasks/get waits for a backend
+	// observation. Past it, the answer is the last observation (with its
+	// age), and the observation goes on in the background for the next poll.
+	// Default 250ms.
+	ObserveBudget time.Duration
 	// SweepInterval is how often the background sweep runs: it purges
 	// expired tasks, reconciles interrupted submissions, forwards pending
 	// cancels and observes live tasks no client is polling. Default 10s.
@@ -113,8 +118,16 @@ type Bridge struct {
 	shared  bool
 	replica string
 
+	// started is when this process opened the store. Alone on its store,
+	// the process knows that a claim older than this was left by a previous
+	// process, and a submission it is not running itself is not running.
+	started time.Time
+	// gates pace the calls to each backend (throttling, circuit breaker).
+	gates map[string]*gate
+
 	mu       sync.Mutex
-	inflight map[mapping.Key]bool      // submissions running in this process
+	closed   bool
+	inflight map[mapping.Key]int       // submissions this process holds (holdSubmission)
 	backoff  map[mapping.Key]time.Time // no backend poll before this time
 }
 
@@ -139,6 +152,7 @@ func New(opts Options) (*Bridge, error) {
 	}
 	setDefault(&opts.SubmitTimeout, 30*time.Second)
 	setDefault(&opts.CallTimeout, 15*time.Second)
+	setDefault(&opts.ObserveBudget, 250*time.Millisecond)
 	setDefault(&opts.SweepInterval, 10*time.Second)
 	setDefault(&opts.SweepObserveAge, time.Minute)
 	setDefault(&opts.SweepLease, 3*opts.SweepInterval)
@@ -162,10 +176,12 @@ func New(opts Options) (*Bridge, error) {
 		adapters: opts.Adapters,
 		tools:    map[string]*tool{},
 		log:      opts.Logger,
-		inflight: map[mapping.Key]bool{},
+		inflight: map[mapping.Key]int{},
 		backoff:  map[mapping.Key]time.Time{},
 		replica:  opts.ReplicaID,
 		limits:   opts.Catalog.Limits,
+		started:  opts.Now(),
+		gates:    map[string]*gate{},
 		metrics:  newMetrics(),
 		rates:    newRateLimits(),
 	}
@@ -191,6 +207,9 @@ func New(opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
 		}
 		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: a}
+		if b.gates[ct.Backend] == nil {
+			b.gates[ct.Backend] = newGate(ct.Backend, opts.Now)
+		}
 	}
 	b.server = b.newServer()
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
@@ -208,9 +227,28 @@ func setDefault(d *time.Duration, v time.Duration) {
 // Close stops the background work and waits for it. It does not close the
 // store or cancel any backend job: tasks survive the process.
 func (b *Bridge) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	return nil
+}
+
+// goBackground runs fn on the bridge's lifetime, tracked by Close. It
+// reports false, and does not run fn, once the bridge is closing.
+func (b *Bridge) goBackground(fn func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Server returns the underlying MCP server.
@@ -387,7 +425,10 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return toolError("the arguments are %d bytes; this server accepts at most %d", len(r.Params.Arguments), b.limits.MaxArgumentBytes), nil
 		}
 		caps := r.ClientCapabilities()
-		tasksOK := caps != nil && caps.Extensions != nil && caps.Extensions[TasksExtension] != nil
+		// A task is created only for a request that declares the extension
+		// in its own _meta under protocol 2026-07-28 or later; a declaration
+		// made at initialize (2025-11-25) does not count.
+		tasksOK := requestDeclaresTasks(r.Params.GetMeta())
 		switch {
 		case t.Task == catalog.TaskNever, t.Task == catalog.TaskOptional && !tasksOK:
 			return next(ctx, method, req) // the synchronous handler

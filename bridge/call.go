@@ -30,7 +30,8 @@ const (
 )
 
 // confirmSchema is the form of a confirmation prompt.
-var confirmSchema = json.RawMessage(`{"type":"object","properties":{"confirm":{"type":"boolean","title":"Confirm","description":"Submit the job?"}}}`)
+// Its one field is required, and only true submits the job.
+var confirmSchema = json.RawMessage(`{"type":"object","properties":{"confirm":{"type":"boolean","title":"Confirm","description":"Tick to submit the job."}},"required":["confirm"]}`)
 
 // resolveArgs decodes and validates a call's arguments. When required
 // arguments are missing and the client declared elicitation, it returns an
@@ -55,6 +56,7 @@ func (b *Bridge) resolveArgs(t *tool, p *mcp.CallToolParamsRaw, elicitOK bool) (
 			}
 		}
 	}
+	t.applyDefaults(args)
 	missing := t.missingRequired(args)
 	if r, ok := p.InputResponses[argumentsKey]; ok && len(missing) > 0 {
 		e, ok := r.(*mcp.ElicitResult)
@@ -91,6 +93,21 @@ func (b *Bridge) resolveArgs(t *tool, p *mcp.CallToolParamsRaw, elicitOK bool) (
 		return nil, toolError("invalid arguments for %s: %v", t.Name, err), nil
 	}
 	return args, nil, nil
+}
+
+// applyDefaults gives each top-level property the schema declares a default
+// for, and args lacks, its default, before the arguments are validated and
+// templated into the job.
+func (t *tool) applyDefaults(args map[string]any) {
+	props, _ := t.raw["properties"].(map[string]any)
+	for name, p := range props {
+		ps, _ := p.(map[string]any)
+		if d, ok := ps["default"]; ok {
+			if _, given := args[name]; !given {
+				args[name] = d
+			}
+		}
+	}
 }
 
 // missingRequired lists the schema's required properties absent from args.
@@ -203,30 +220,43 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 					Mode: "form", Message: t.ConfirmMessage(args), RequestedSchema: confirmSchema,
 				}}}, nil
 			}
-			if e, ok := r.(*mcp.ElicitResult); !ok || e.Action != "accept" || e.Content["confirm"] == false {
-				return toolError("not confirmed by the user; no job was submitted"), nil
+			e, ok := r.(*mcp.ElicitResult)
+			if !ok {
+				return nil, invalidParams("inputResponses[%q] must be an elicitation result", confirmKey)
+			}
+			switch verdict, why := judgeConfirmation(&elicitAnswer{Action: e.Action, Content: e.Content}); verdict {
+			case confirmNo:
+				return toolError("%s; no job was submitted", why), nil
+			case confirmUnclear:
+				// Ask again, saying why the answer did not confirm.
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{
+					Mode: "form", Message: "Not confirmed: " + why + ".\n\n" + t.ConfirmMessage(args), RequestedSchema: confirmSchema,
+				}}}, nil
 			}
 		}
 		return b.runSync(ctx, t, args, req)
 	}
 }
 
-// runSync starts the job and waits for it within the tool's sync budget. If
-// the client goes away first, the cancel is forwarded downstream. If the
-// budget runs out, the job is left running and the result says which job it
-// is.
+// runSync starts the job and waits for it within the tool's sync budget. A
+// job nobody can follow is never left running: if the client goes away or
+// cancels the request, or the budget runs out (an answer sent then may be
+// lost against the client's own time-out), the job is cancelled downstream.
 func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
 	// disconnects: run it on the bridge's lifetime, bounded.
-	sctx, scancel := context.WithTimeout(b.ctx, b.opts.SubmitTimeout)
-	ref, err := t.adapter.Start(sctx, sreq)
-	scancel()
+	ref, err := b.startJob(b.ctx, t, sreq, func(time.Duration, string) bool { return ctx.Err() == nil })
 	if err != nil {
-		if errors.Is(err, adapters.ErrOutcomeUnknown) {
-			return toolError("the backend %q may or may not have started the job (correlation ID %s): %v", t.Backend, sreq.CorrelationID, err), nil
+		switch {
+		case errors.Is(err, errSubmissionStopped):
+			return nil, requestCancelled("no job was submitted")
+		case errors.Is(err, adapters.ErrOutcomeUnknown):
+			return toolError("the backend %q may or may not have started the job (correlation ID %s): %s", t.Backend, sreq.CorrelationID, sanitize(err.Error(), 1024)), nil
+		case errors.Is(err, adapters.ErrJobUnaddressable):
+			return toolError("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), sreq.CorrelationID, t.Backend), nil
 		}
-		return toolError("the backend %q did not start the job: %v", t.Backend, err), nil
+		return toolError("the backend %q did not start the job: %s", t.Backend, sanitize(err.Error(), 1024)), nil
 	}
 	b.log.Info("sync job started", "tool", t.Name, "backend", t.Backend, "job", ref.ID)
 	budget := time.NewTimer(t.SyncBudget)
@@ -234,15 +264,21 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	progressToken := req.Params.GetProgressToken()
 	wait := time.Duration(0)
 	for {
+		if ctx.Err() != nil {
+			// Checked first, so that a budget that runs out at the same
+			// moment does not win.
+			b.cancelUnfollowed(t, ref, "the client went away")
+			return nil, requestCancelled(fmt.Sprintf("job %s was cancelled downstream", ref.ID))
+		}
 		select {
 		case <-ctx.Done():
-			cctx, ccancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-			cerr := t.adapter.Cancel(cctx, ref)
-			ccancel()
-			b.log.Info("client went away; cancel forwarded", "tool", t.Name, "job", ref.ID, "error", cerr)
-			return nil, ctx.Err()
+			continue
 		case <-budget.C:
-			return toolError("job %s on backend %q is still running after %s, the limit for a call without tasks; it was left running. Call %s from a client that supports the tasks extension to follow it.",
+			if ctx.Err() != nil {
+				continue
+			}
+			b.cancelUnfollowed(t, ref, "the sync budget ran out")
+			return toolError("job %s on backend %q was still running after %s, the limit for a call without tasks, so it was cancelled: without tasks nobody could follow it. Call %s from a client that supports the tasks extension to let it run.",
 				ref.ID, t.Backend, t.SyncBudget, t.Name), nil
 		case <-time.After(wait):
 		}
@@ -250,6 +286,9 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 		pctx, pcancel := context.WithTimeout(ctx, b.opts.CallTimeout)
 		obs, err := t.adapter.Poll(pctx, []adapters.JobRef{ref})
 		pcancel()
+		if d, throttled := adapters.RetryAfter(err); throttled && d > wait {
+			wait = d
+		}
 		if err != nil || len(obs) != 1 || obs[0].Err != nil {
 			continue // transient: try again after the refresh interval
 		}
@@ -265,7 +304,8 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 		}
 		switch o.State {
 		case adapters.StateInputRequired:
-			return toolError("job %s on backend %q is asking for input, which needs a client that supports the tasks extension; it was left waiting", ref.ID, t.Backend), nil
+			b.cancelUnfollowed(t, ref, "the job asked for input")
+			return toolError("job %s on backend %q asked for input, which needs a client that supports the tasks extension, so it was cancelled", ref.ID, t.Backend), nil
 		case adapters.StateFailed:
 			code, msg := failure(o)
 			return nil, &jsonrpc.Error{Code: int64(code), Message: msg}
@@ -277,6 +317,40 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 			return &res, nil
 		}
 	}
+}
+
+// cancelUnfollowed cancels, in the background on the bridge's lifetime, the
+// job of a synchronous call that nobody can follow any more, trying again
+// with backoff while the backend cannot be reached.
+func (b *Bridge) cancelUnfollowed(t *tool, ref adapters.JobRef, why string) {
+	b.metrics.add("sync_cancelled")
+	b.goBackground(func() {
+		for attempt := 1; attempt <= 5; attempt++ {
+			ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+			err := t.adapter.Cancel(ctx, ref)
+			cancel()
+			if err == nil || errors.Is(err, adapters.ErrAlreadyFinished) {
+				b.log.Info("job of a synchronous call cancelled", "tool", t.Name, "job", ref.ID, "reason", why)
+				return
+			}
+			b.log.Warn("cancelling the job of a synchronous call", "tool", t.Name, "job", ref.ID, "reason", why, "attempt", attempt, "error", err)
+			if errors.Is(err, adapters.ErrCancelRefused) || b.ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-time.After(jitter(backoff(time.Second, attempt, 30*time.Second))):
+			}
+		}
+	})
+}
+
+// requestCancelled is the error of a request the client cancelled or
+// abandoned (JSON-RPC -32800, as LSP defines it; never the code 0 an
+// unclassified Go error would get).
+func requestCancelled(what string) error {
+	return &jsonrpc.Error{Code: -32800, Message: "request cancelled; " + what}
 }
 
 // createTask creates a task for a call: the row is committed first, then the
@@ -325,10 +399,15 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		task.Phase = mapping.PhaseSubmitting
 		task.StatusMessage = fmt.Sprintf("submitting the job to %s", t.Backend)
 	}
+	// Hold the submission before the row exists: alone on its store, the
+	// sweep takes a submitting task nobody holds for one cut off by a crash.
+	b.holdSubmission(task.Key)
 	if err := b.store.Create(ctx, task, b.limits.MaxLiveTasks); errors.Is(err, mapping.ErrLiveLimit) {
+		b.releaseSubmission(task.Key)
 		b.metrics.add("live_tasks")
 		return toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
 	} else if err != nil {
+		b.releaseSubmission(task.Key)
 		b.log.Error("creating task", "tool", t.Name, "error", err)
 		return nil, internalError("the task could not be stored")
 	}
@@ -336,39 +415,53 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
 	if task.Phase == mapping.PhaseSubmitting {
 		b.startSubmit(task, args)
+	} else {
+		b.releaseSubmission(task.Key)
 	}
 	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
 }
 
-// startSubmit submits the task's job in the background, on the bridge's
-// lifetime.
-func (b *Bridge) startSubmit(task *mapping.Task, args map[string]any) {
+// holdSubmission records that this process intends to submit the task's
+// job, so that no tasks/get or sweep takes the task for a submission cut off
+// by a crash and reconciles it meanwhile. Each hold is released by
+// releaseSubmission, or by the submission that startSubmit runs.
+func (b *Bridge) holdSubmission(k mapping.Key) {
 	b.mu.Lock()
-	if b.inflight[task.Key] {
-		b.mu.Unlock()
-		return
+	defer b.mu.Unlock()
+	b.inflight[k]++
+}
+
+func (b *Bridge) releaseSubmission(k mapping.Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight[k]--; b.inflight[k] <= 0 {
+		delete(b.inflight, k)
 	}
-	b.inflight[task.Key] = true
-	b.mu.Unlock()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer func() {
-			b.mu.Lock()
-			delete(b.inflight, task.Key)
-			b.mu.Unlock()
-		}()
+}
+
+// startSubmit submits the task's job in the background, on the bridge's
+// lifetime. The caller holds the submission (holdSubmission); the hold is
+// released when the submission ends.
+func (b *Bridge) startSubmit(task *mapping.Task, args map[string]any) {
+	if !b.goBackground(func() {
+		defer b.releaseSubmission(task.Key)
 		b.submit(task, args)
-	}()
+	}) {
+		// Closing: the task stays submitting and the next process
+		// reconciles it.
+		b.releaseSubmission(task.Key)
+	}
 }
 
 func (b *Bridge) isInflight(k mapping.Key) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inflight[k]
+	return b.inflight[k] > 0
 }
 
-// submit sends the one submission of a task and records its outcome.
+// submit sends the one submission of a task and records its outcome. A
+// throttled submission created no job; it is sent again after the pause the
+// backend asked for, while the submit timeout allows.
 func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
 	t := b.tools[task.Tool]
 	if t == nil {
@@ -376,19 +469,90 @@ func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
 		return
 	}
 	req := adapters.StartRequest{Tool: task.Tool, Arguments: args, CorrelationID: task.CorrelationID}
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.SubmitTimeout)
-	ref, err := t.adapter.Start(ctx, req)
-	cancel()
+	ref, err := b.startJob(b.ctx, t, req, func(wait time.Duration, reason string) bool {
+		// Say why the task waits, and stop if the user cancelled meanwhile.
+		var cancelled bool
+		_, err := b.mutate(task, func(c *mapping.Task, now time.Time) bool {
+			if c.CancelRequestedAt != nil {
+				cancelled = true
+				setTerminal(c, mapping.StatusCancelled, "cancelled before the job was submitted", nil, nil)
+				return true
+			}
+			c.StatusMessage = fmt.Sprintf("%s; submitting again in %s", reason, ceilSeconds(wait))
+			return true
+		})
+		return err == nil && !cancelled
+	})
 	switch {
 	case err == nil:
 		b.recordJob(task, ref)
+	case errors.Is(err, errSubmissionStopped):
+		// Cancelled while waiting, or the bridge is closing.
 	case errors.Is(err, adapters.ErrOutcomeUnknown):
 		b.log.Warn("submission outcome unknown; reconciling", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
 		b.reconcile(task)
+	case errors.Is(err, adapters.ErrJobUnaddressable):
+		msg := fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
+		b.log.Error("backend accepted the job but its answer cannot be used", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
+		b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
 	default:
-		b.log.Info("backend refused the job", "task", shortKey(task.Key), "error", err)
-		res := toolResultText(fmt.Sprintf("The backend %q did not start the job: %v", task.Backend, err), true)
-		b.finish(task, mapping.StatusCompleted, "the backend did not start the job", res, nil)
+		reason := sanitize(err.Error(), 1024)
+		if _, throttled := adapters.RetryAfter(err); throttled {
+			b.log.Warn("submission throttled past the submit timeout", "task", shortKey(task.Key), "error", err)
+		} else {
+			b.log.Info("backend refused the job", "task", shortKey(task.Key), "error", err)
+		}
+		res := toolResultText(fmt.Sprintf("The backend %q did not start the job: %s", task.Backend, reason), true)
+		b.finish(task, mapping.StatusCompleted, "the backend did not start the job: "+reason, res, nil)
+	}
+}
+
+// errSubmissionStopped is returned by startJob when its waiting was stopped.
+var errSubmissionStopped = errors.New("submission stopped")
+
+// startJob submits a job once, and again after each throttling answer (which
+// certainly created no job) while SubmitTimeout allows, pacing itself by the
+// backend's gate. waiting is told of each pause before it begins; returning
+// false stops the submission with errSubmissionStopped. The last throttling
+// error is returned when the time is up.
+func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartRequest, waiting func(wait time.Duration, reason string) bool) (adapters.JobRef, error) {
+	deadline := b.opts.Now().Add(b.opts.SubmitTimeout)
+	g := b.gates[t.Backend]
+	for attempt := 1; ; attempt++ {
+		var wait time.Duration
+		var reason string
+		if ok, until, why := g.allow(); !ok {
+			wait, reason = until.Sub(b.opts.Now()), why
+		} else {
+			sctx, cancel := context.WithDeadline(ctx, deadline)
+			ref, err := t.adapter.Start(sctx, req)
+			cancel()
+			d, throttled := adapters.RetryAfter(err)
+			if !throttled {
+				g.done(nil)
+				return ref, err
+			}
+			g.done(err)
+			b.metrics.add("backend_throttled")
+			wait = max(d, jitter(backoff(time.Second, attempt, 30*time.Second)))
+			reason = fmt.Sprintf("the backend %q is throttling submissions", t.Backend)
+			if b.opts.Now().Add(wait).After(deadline) {
+				return adapters.JobRef{}, fmt.Errorf("it was still throttling after %s (no job was created; try again later): %w", b.opts.SubmitTimeout, err)
+			}
+		}
+		if b.opts.Now().Add(wait).After(deadline) {
+			return adapters.JobRef{}, fmt.Errorf("%s for longer than the submit timeout of %s (no job was created; try again later): %w", reason, b.opts.SubmitTimeout, adapters.ErrThrottled)
+		}
+		if waiting != nil && !waiting(wait, reason) {
+			return adapters.JobRef{}, errSubmissionStopped
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return adapters.JobRef{}, errSubmissionStopped
+		case <-timer.C:
+		}
 	}
 }
 
@@ -410,7 +574,7 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 		t.JobRef = refJSON
 		t.Args = nil
 		t.StatusMessage = fmt.Sprintf("job %s submitted to %s", ref.ID, t.Backend)
-		forward = claimCancel(t, now, b.staleClaim())
+		forward = b.claimCancel(t, now)
 		return true
 	})
 	if err != nil {
@@ -509,13 +673,15 @@ func (b *Bridge) mutate(task *mapping.Task, fn func(t *mapping.Task, now time.Ti
 // claimCancel marks the cancel of a submitted task as being forwarded, if it
 // was requested and not forwarded yet. The conditional write that carries
 // the claim makes the forward happen once. A claim that the backend never
-// confirmed (CancelSentAt) and that is older than stale was left by a
-// process that died while forwarding; it may be claimed again.
-func claimCancel(t *mapping.Task, now time.Time, stale time.Duration) bool {
+// confirmed (CancelSentAt) is taken over when it is stale: left by a
+// process that died while forwarding. Alone on its store, this process
+// knows every claim older than its own start is such a one; with a shared
+// store a claim is stale after staleClaim.
+func (b *Bridge) claimCancel(t *mapping.Task, now time.Time) bool {
 	if t.CancelRequestedAt == nil || t.CancelSentAt != nil || t.Phase != mapping.PhaseSubmitted {
 		return false
 	}
-	if t.CancelForwardedAt != nil && now.Sub(*t.CancelForwardedAt) < stale {
+	if f := t.CancelForwardedAt; f != nil && now.Sub(*f) < b.staleClaim() && (b.shared || !f.Before(b.started)) {
 		return false
 	}
 	t.CancelForwardedAt = &now

@@ -75,73 +75,122 @@ func (b *Bridge) lookup(ctx context.Context, p *taskParams) (*mapping.Task, erro
 }
 
 // tasksGet answers tasks/get: the task's current state, refreshed from the
-// backend unless the last observation is recent enough.
+// backend unless the last observation is recent enough. It waits at most
+// ObserveBudget for the backend.
 func (b *Bridge) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (*detailedTaskResult, error) {
 	t, err := b.lookup(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	t = b.refresh(ctx, t)
+	t = b.refresh(ctx, t, b.opts.ObserveBudget)
 	return b.detailed(p.TaskID, t), nil
 }
 
-// refresh brings a non-terminal task up to date: it reconciles an interrupted
-// submission and observes the backend when the last observation is older
-// than the tool's refresh interval. Concurrent refreshes of one task share
-// one backend call.
-func (b *Bridge) refresh(ctx context.Context, t *mapping.Task) *mapping.Task {
+// needsRefresh reports whether a live task should be brought up to date now:
+// an interrupted submission to reconcile, or a stale observation.
+func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 	if t.Status.Terminal() {
-		return t
+		return false
 	}
 	tl := b.tools[t.Tool]
 	now := b.opts.Now()
 	switch t.Phase {
 	case mapping.PhaseSubmitting:
-		if b.isInflight(t.Key) || now.Sub(t.UpdatedAt) < b.opts.SubmitTimeout {
-			return t
+		if b.isInflight(t.Key) {
+			return false
 		}
+		// Alone on its store, this process knows that a submission it is
+		// not running itself was cut off (by a crash or a restart), and
+		// reconciles it at once. With a shared store another replica may be
+		// submitting: wait until the submission would have timed out.
+		return !b.shared || now.Sub(t.UpdatedAt) >= b.opts.SubmitTimeout
 	case mapping.PhaseSubmitted:
 		if tl == nil {
-			return t
+			return false
 		}
 		if t.ObservedAt != nil && now.Sub(*t.ObservedAt) < tl.RefreshInterval {
-			return t
+			return false
 		}
 		b.mu.Lock()
 		wait := b.backoff[t.Key]
 		b.mu.Unlock()
 		if now.Before(wait) {
-			return t
+			return false
 		}
-	default:
+		if _, _, paused := b.gates[t.Backend].paused(); paused {
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// refresh brings a non-terminal task up to date: it reconciles an interrupted
+// submission and observes the backend when the last observation is older
+// than the tool's refresh interval. Concurrent refreshes of one task share
+// one backend call. refresh waits at most wait for it (zero: until it is
+// done); past that it returns the task as it was, and the shared call goes
+// on, on the bridge's lifetime, for the next poll.
+func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duration) *mapping.Task {
+	if !b.needsRefresh(t) {
 		return t
 	}
-	v, _, _ := b.polls.Do(string(t.Key[:]), func() (any, error) {
+	tl := b.tools[t.Tool]
+	ch := b.polls.DoChan(string(t.Key[:]), func() (any, error) {
+		if !b.enter() {
+			return nil, errBridgeClosed
+		}
+		defer b.wg.Done()
 		// A caller that read the row before the previous shared call
 		// finished arrives here after it: read again, and ask the backend
 		// only if the observation is still stale.
-		if cur, err := b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now()); err == nil {
-			if cur.Status.Terminal() || cur.Phase == mapping.PhaseSubmitted && tl != nil && cur.ObservedAt != nil && b.opts.Now().Sub(*cur.ObservedAt) < tl.RefreshInterval {
-				return cur, nil
-			}
-			t = cur
-		}
-		switch {
-		case t.Phase == mapping.PhaseSubmitting:
-			b.reconcile(t)
-		case t.Phase == mapping.PhaseSubmitted && b.claimObservation(t, tl):
-			b.observe(t)
-		}
 		cur, err := b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now())
 		if err != nil {
 			return nil, err
 		}
-		return cur, nil
+		if !b.needsRefresh(cur) {
+			return cur, nil
+		}
+		switch {
+		case cur.Phase == mapping.PhaseSubmitting:
+			b.reconcile(cur)
+		case cur.Phase == mapping.PhaseSubmitted && b.claimObservation(cur, tl):
+			b.observe(cur)
+		}
+		return b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now())
 	})
-	if cur, ok := v.(*mapping.Task); ok && cur != nil {
-		return cur
+	var timeout <-chan time.Time
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case r := <-ch:
+		if cur, ok := r.Val.(*mapping.Task); ok && cur != nil {
+			return cur
+		}
+	case <-timeout:
+		b.metrics.add("observe_budget")
+	case <-ctx.Done():
 	}
 	return t
+}
+
+// errBridgeClosed is returned by work that was not started because the
+// bridge is closing.
+var errBridgeClosed = errors.New("the bridge is closing")
+
+// enter registers a unit of background work with Close (the caller must call
+// b.wg.Done when it ends). It reports false once the bridge is closing.
+func (b *Bridge) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
 }
 
 // claimObservation decides whether this replica observes the task's job now.
@@ -173,18 +222,31 @@ func (b *Bridge) observe(task *mapping.Task) {
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
 	}
+	g := b.gates[task.Backend]
+	if ok, _, _ := g.allow(); !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
 	obs, err := tl.adapter.Poll(ctx, []adapters.JobRef{ref})
 	cancel()
 	if err == nil && len(obs) != 1 {
 		err = fmt.Errorf("adapter returned %d observations for 1 job", len(obs))
 	}
-	if err == nil && obs[0].Err != nil && !errors.Is(obs[0].Err, adapters.ErrJobNotFound) {
+	if b.ctx.Err() != nil {
+		g.done(errNotBackendFault)
+		return
+	}
+	g.done(err)
+	if err == nil && obs[0].Err != nil && !errors.Is(obs[0].Err, adapters.ErrJobNotFound) && !errors.Is(obs[0].Err, adapters.ErrUnreadableStatus) {
 		err = obs[0].Err
 	}
 	if err != nil {
 		// The backend could not be asked: keep serving the last observation
-		// and do not ask again before the refresh interval.
+		// and do not ask again before the refresh interval (the backend's
+		// gate may pause longer).
+		if _, throttled := adapters.RetryAfter(err); throttled {
+			b.metrics.add("backend_throttled")
+		}
 		b.log.Warn("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		b.setBackoff(task.Key, tl.RefreshInterval)
 		return
@@ -194,7 +256,7 @@ func (b *Bridge) observe(task *mapping.Task) {
 	var forward bool
 	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
 		b.apply(t, tl, ref, o, now)
-		forward = claimCancel(t, now, b.staleClaim())
+		forward = b.claimCancel(t, now)
 		return true
 	})
 	if err != nil && !errors.Is(err, errTerminal) {
@@ -218,24 +280,38 @@ func (b *Bridge) setBackoff(k mapping.Key, d time.Duration) {
 
 // apply translates one observation into the task's state.
 func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, now time.Time) {
-	if errors.Is(o.Err, adapters.ErrJobNotFound) {
+	if errors.Is(o.Err, adapters.ErrJobNotFound) || errors.Is(o.Err, adapters.ErrUnreadableStatus) {
+		// The job's state cannot be seen: allow the tool's missing grace,
+		// saying why, then end the task.
 		if t.MissingSince == nil {
 			t.MissingSince = &now
 		}
 		missing := now.Sub(*t.MissingSince)
+		t.ObservedAt = &now
+		if errors.Is(o.Err, adapters.ErrUnreadableStatus) {
+			reason := sanitize(o.Err.Error(), 512)
+			if missing >= tl.MissingGrace {
+				msg := fmt.Sprintf("the status of job %s on %q could not be read for %s: %s", ref.ID, t.Backend, missing.Round(time.Second), reason)
+				setTerminal(t, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
+				return
+			}
+			t.StatusMessage = fmt.Sprintf("the status of job %s cannot be read (%s so far; the task fails after %s): %s", ref.ID, missing.Round(time.Second), tl.MissingGrace, reason)
+			return
+		}
 		if missing >= tl.MissingGrace {
 			msg := fmt.Sprintf("the backend %q no longer reports job %s (missing for %s)", t.Backend, ref.ID, missing.Round(time.Second))
 			setTerminal(t, mapping.StatusCompleted, msg, toolResultText(msg+"; its outcome is unknown.", true), nil)
 			return
 		}
 		t.StatusMessage = fmt.Sprintf("job %s is not visible on %s yet (%s)", ref.ID, t.Backend, missing.Round(time.Second))
-		t.ObservedAt = &now
 		return
 	}
 	t.MissingSince = nil
 	t.ObservedAt = &now
 	msg := sanitize(o.Message, 1024)
-	if p := o.Progress; p != nil && p.Total > 0 && p.Done >= 0 {
+	if p := o.Progress; p != nil && p.Total > 0 && p.Done >= 0 && !o.State.Terminal() {
+		// A percentage is shown only while the job runs: for a cancelled or
+		// failed job, "done" children are not progress.
 		msg = strings.TrimSpace(fmt.Sprintf("%s (%d%%)", msg, int(100*min(p.Done/p.Total, 1))))
 	}
 	switch o.State {
@@ -268,14 +344,13 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 	case adapters.StateSucceeded:
 		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateToolError:
-		if t.CancelRequestedAt != nil {
-			// A job that fails after we asked to stop it was stopped.
-			setTerminal(t, mapping.StatusCancelled, cancelledMessage(msg), nil, nil)
+		if stoppedByCancel(t, o) {
+			setTerminal(t, mapping.StatusCancelled, cancelledMessage(ref.ID, msg), nil, nil)
 			return
 		}
 		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateCancelled:
-		setTerminal(t, mapping.StatusCancelled, cancelledMessage(msg), nil, nil)
+		setTerminal(t, mapping.StatusCancelled, cancelledMessage(ref.ID, msg), nil, nil)
 	case adapters.StateFailed:
 		code, emsg := failure(o)
 		setTerminal(t, mapping.StatusFailed, emsg, nil, &wireError{Code: code, Message: emsg})
@@ -284,11 +359,50 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 	}
 }
 
-func cancelledMessage(msg string) string {
-	if msg == "" {
-		return "cancelled"
+// stoppedByCancel decides whether a job that ended in failure was stopped by
+// the task's cancel (the task is then cancelled) or failed on its own (the
+// task is completed with the failure, which is then the first terminal state
+// the job reached). A cancel stopped the job only if the backend accepted it,
+// and, where the backend says when the job finished, only if the job
+// finished after the cancel was sent. A cancel the backend answered with
+// "already finished" was cleared when the answer came.
+func stoppedByCancel(t *mapping.Task, o adapters.Observation) bool {
+	if t.CancelRequestedAt == nil || t.CancelSentAt == nil {
+		return false
 	}
-	return "cancelled: " + msg
+	if o.FinishedAt.IsZero() {
+		return true
+	}
+	sent := *t.CancelSentAt
+	if t.CancelForwardedAt != nil && t.CancelForwardedAt.Before(sent) {
+		sent = *t.CancelForwardedAt
+	}
+	return !o.FinishedAt.Before(sent)
+}
+
+// cancelledMessage is the status message of a cancelled job: the backend's
+// message when it says more than that the job was cancelled.
+func cancelledMessage(jobID, msg string) string {
+	base := fmt.Sprintf("job %s was cancelled", jobID)
+	if saysOnlyCancelled(msg) {
+		return base
+	}
+	return base + ": " + msg
+}
+
+// saysOnlyCancelled reports whether a backend status message carries nothing
+// but status words ("cancelled", "completed: cancelled", "CANCELED").
+func saysOnlyCancelled(msg string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(msg), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z')
+	}) {
+		switch w {
+		case "cancelled", "canceled", "cancel", "completed", "complete", "terminated", "stopped", "job", "the", "was", "by", "user", "status":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func contains(s []string, v string) bool {
@@ -374,17 +488,37 @@ func (b *Bridge) detailed(id string, t *mapping.Task) *detailedTaskResult {
 				r.Error = &wireError{Code: -32603, Message: t.StatusMessage}
 			}
 		}
-	case mapping.StatusWorking:
-		if t.ObservedAt != nil && t.Phase == mapping.PhaseSubmitted {
-			if tl := b.tools[t.Tool]; tl != nil {
-				age := b.opts.Now().Sub(*t.ObservedAt)
-				if age > 2*tl.RefreshInterval+time.Second {
-					r.StatusMessage = strings.TrimSpace(fmt.Sprintf("%s (as of %s ago)", r.StatusMessage, age.Round(time.Second)))
-				}
-			}
-		}
+	}
+	if !t.Status.Terminal() && t.Phase == mapping.PhaseSubmitted {
+		r.StatusMessage = b.staleNote(t, r.StatusMessage)
 	}
 	return r
+}
+
+// staleNote adds to a live task's status message how old its last
+// observation is, when it is older than the tool's refresh interval allows,
+// and why no fresher one was made.
+func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
+	tl := b.tools[t.Tool]
+	if tl == nil {
+		return msg
+	}
+	now := b.opts.Now()
+	var notes []string
+	if t.ObservedAt != nil {
+		if age := now.Sub(*t.ObservedAt); age > 2*tl.RefreshInterval+time.Second {
+			notes = append(notes, fmt.Sprintf("as of %s ago", age.Round(time.Second)))
+		}
+	}
+	if g := b.gates[t.Backend]; g != nil {
+		if note := g.pauseNote(now); note != "" {
+			notes = append(notes, note)
+		}
+	}
+	if len(notes) == 0 {
+		return msg
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s (%s)", msg, strings.Join(notes, "; ")))
 }
 
 // tasksUpdate answers tasks/update: answers to outstanding input requests are
@@ -400,14 +534,18 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		return newAck(), nil
 	}
 	var (
-		confirm    *elicitAnswer
+		confirmed  bool
 		jobAnswers = map[string]adapters.Answer{}
 		args       map[string]any
 	)
+	// A confirmation may submit the job: hold the submission before the row
+	// says so (see holdSubmission), and release it if nothing is submitted.
+	b.holdSubmission(task.Key)
 	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		confirm, jobAnswers = nil, map[string]adapters.Answer{}
+		confirmed, jobAnswers = false, map[string]adapters.Answer{}
 		open := decodeInputs(t.InputRequests)
 		answered := decodeKeys(t.AnsweredKeys)
+		var confirm *elicitAnswer
 		for key, raw := range p.InputResponses {
 			in, ok := open[key]
 			if !ok || contains(answered, key) {
@@ -417,9 +555,9 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 			if !ok {
 				continue
 			}
-			delete(open, key)
-			answered = append(answered, key)
 			if in.Job {
+				delete(open, key)
+				answered = append(answered, key)
 				jobAnswers[key] = adapters.Answer{Action: a.Action, Content: a.Content}
 			} else if key == confirmKey {
 				confirm = &a
@@ -428,20 +566,27 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		if confirm == nil && len(jobAnswers) == 0 {
 			return false
 		}
+		if confirm != nil {
+			switch verdict, why := judgeConfirmation(confirm); verdict {
+			case confirmYes:
+				json.Unmarshal(t.Args, &args)
+				t.InputRequests = nil
+				t.Phase = mapping.PhaseSubmitting
+				t.Status = mapping.StatusWorking
+				t.StatusMessage = fmt.Sprintf("confirmed; submitting the job to %s", t.Backend)
+				confirmed = true
+			case confirmNo:
+				setTerminal(t, mapping.StatusCancelled, why+"; no job was submitted", nil, nil)
+			default:
+				// Not a confirmation: nothing is submitted, and the same
+				// question stays open (its wait keeps counting).
+				t.StatusMessage = "waiting for the user to confirm: " + why
+			}
+			return true
+		}
 		sort.Strings(answered)
 		t.AnsweredKeys = encodeKeys(answered)
 		t.InputRequests = encodeInputs(open)
-		if confirm != nil {
-			if confirm.Action != "accept" || confirm.Content["confirm"] == false {
-				setTerminal(t, mapping.StatusCancelled, fmt.Sprintf("the user %s the confirmation; no job was submitted", pastTense(confirm.Action, confirm.Content)), nil, nil)
-				return true
-			}
-			json.Unmarshal(t.Args, &args)
-			t.Phase = mapping.PhaseSubmitting
-			t.Status = mapping.StatusWorking
-			t.StatusMessage = fmt.Sprintf("confirmed; submitting the job to %s", t.Backend)
-			return true
-		}
 		if len(open) == 0 {
 			t.Status = mapping.StatusWorking
 			t.StatusMessage = "answers received; delivering them to the backend"
@@ -450,6 +595,10 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		t.ObservedAt = nil
 		return true
 	})
+	submitNow := confirmed && err == nil && updated.Phase == mapping.PhaseSubmitting
+	if !submitNow {
+		b.releaseSubmission(task.Key)
+	}
 	if errors.Is(err, errTerminal) {
 		return newAck(), nil
 	}
@@ -457,7 +606,7 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		b.log.Error("recording answers", "task", shortKey(task.Key), "error", err)
 		return nil, internalError("the answers could not be recorded")
 	}
-	if confirm != nil && updated.Phase == mapping.PhaseSubmitting {
+	if submitNow {
 		if args == nil {
 			args = map[string]any{}
 		}
@@ -469,15 +618,56 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 	return newAck(), nil
 }
 
-func pastTense(action string, content map[string]any) string {
-	switch {
-	case action == "accept" && content["confirm"] == false:
-		return "did not confirm"
-	case action == "decline":
-		return "declined"
-	default:
-		return "cancelled"
+// confirmVerdict is what an answer to a confirmation prompt says.
+type confirmVerdict int
+
+const (
+	confirmUnclear confirmVerdict = iota // ask again
+	confirmYes                           // submit the job
+	confirmNo                            // end the task, submitting nothing
+)
+
+// judgeConfirmation reads an answer to a confirmation prompt. Only an
+// accepted form whose confirm field is the boolean true confirms; a decline
+// or a cancel ends the task; anything else (confirm missing, false, or not a
+// boolean) confirms nothing and the question stays open. why says, in words
+// for the user, what the answer was taken to mean.
+func judgeConfirmation(a *elicitAnswer) (confirmVerdict, string) {
+	switch a.Action {
+	case "decline":
+		return confirmNo, "the user declined the confirmation"
+	case "cancel":
+		return confirmNo, "the user dismissed the confirmation"
 	}
+	switch v, ok := a.Content["confirm"]; {
+	case !ok:
+		return confirmUnclear, "the answer did not say confirm: true (the box was not ticked); confirm to submit the job, or decline"
+	case v == true:
+		return confirmYes, ""
+	case v == false:
+		return confirmUnclear, "the answer said confirm: false; confirm to submit the job, or decline to cancel it"
+	default:
+		return confirmUnclear, fmt.Sprintf("confirm must be true or false, not %s; confirm to submit the job, or decline", jsonKind(v))
+	}
+}
+
+// jsonKind names the JSON type of a decoded value, for messages.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // deliverAnswers sends answers to the backend. The keys were already marked
@@ -534,12 +724,12 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		}
 		if t.CancelRequestedAt != nil {
 			// Asked before: forward only if no one has (or a claim is stale).
-			forward = claimCancel(t, now, b.staleClaim())
+			forward = b.claimCancel(t, now)
 			return forward
 		}
 		t.CancelRequestedAt = &now
 		t.StatusMessage = "cancellation requested"
-		forward = claimCancel(t, now, b.staleClaim())
+		forward = b.claimCancel(t, now)
 		return true
 	})
 	if err != nil && !errors.Is(err, errTerminal) {
@@ -553,33 +743,73 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 }
 
 // forwardCancel sends a claimed cancel downstream. If the backend cannot be
-// reached, the claim is released so that the sweep tries again.
+// reached, or refuses, the claim is released so that the sweep tries again;
+// if the job had already finished, the cancel is dropped and the job's own
+// outcome stands.
 func (b *Bridge) forwardCancel(task *mapping.Task) {
 	tl := b.tools[task.Tool]
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
 	}
+	release := func(msg string) {
+		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+			t.CancelForwardedAt = nil
+			t.StatusMessage = msg
+			return true
+		})
+	}
+	g := b.gates[task.Backend]
+	if ok, until, reason := g.allow(); !ok {
+		release(fmt.Sprintf("cancellation requested; not sent yet: %s, trying again in %s", reason, ceilSeconds(until.Sub(b.opts.Now()))))
+		return
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
 	err := tl.adapter.Cancel(ctx, ref)
 	cancel()
-	if err != nil {
-		b.log.Warn("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+	switch {
+	case errors.Is(err, adapters.ErrAlreadyFinished):
+		g.done(nil)
+		b.log.Info("cancel came after the job finished", "task", shortKey(task.Key), "job", ref.ID)
+		// The job reached its own outcome first: observe it afresh and keep
+		// it, not "cancelled".
 		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-			t.CancelForwardedAt = nil
-			t.StatusMessage = "cancellation requested; the backend could not be reached yet"
+			t.CancelRequestedAt, t.CancelForwardedAt, t.CancelSentAt = nil, nil, nil
+			t.ObservedAt = nil
+			t.StatusMessage = fmt.Sprintf("the job had already finished when the cancel reached %s", t.Backend)
 			return true
 		})
-		return
+	case errors.Is(err, adapters.ErrCancelRefused):
+		g.done(nil)
+		b.log.Warn("cancel refused by the backend", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		release(fmt.Sprintf("cancellation requested; %s refused it (%s); it will be tried again", task.Backend, sanitize(err.Error(), 512)))
+	case err != nil:
+		g.done(err)
+		b.log.Warn("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		if _, throttled := adapters.RetryAfter(err); throttled {
+			release(fmt.Sprintf("cancellation requested; %s is throttling requests, it will be sent again", task.Backend))
+		} else {
+			release("cancellation requested; the backend could not be reached yet, it will be tried again")
+		}
+	default:
+		g.done(nil)
+		b.log.Info("cancel forwarded", "task", shortKey(task.Key), "job", ref.ID)
+		// Confirm the forward, and observe afresh on the next tasks/get.
+		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+			t.CancelSentAt = &now
+			t.ObservedAt = nil
+			t.StatusMessage = fmt.Sprintf("cancellation sent to %s", t.Backend)
+			return true
+		})
 	}
-	b.log.Info("cancel forwarded", "task", shortKey(task.Key), "job", ref.ID)
-	// Confirm the forward, and observe afresh on the next tasks/get.
-	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		t.CancelSentAt = &now
-		t.ObservedAt = nil
-		t.StatusMessage = fmt.Sprintf("cancellation sent to %s", t.Backend)
-		return true
-	})
+}
+
+// ceilSeconds rounds a positive wait up to whole seconds, for messages.
+func ceilSeconds(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // inputExpired reports whether a task has waited for an answer longer than
@@ -612,7 +842,7 @@ func (b *Bridge) expireInput(task *mapping.Task) {
 			t.CancelRequestedAt = &now
 		}
 		t.StatusMessage = msg + "; cancelling the job"
-		forward = claimCancel(t, now, b.staleClaim())
+		forward = b.claimCancel(t, now)
 		return true
 	})
 	if err == nil && forward {
@@ -679,18 +909,18 @@ func (b *Bridge) sweep() {
 		}
 		switch {
 		case t.Phase == mapping.PhaseSubmitting:
-			b.refresh(ctx, t)
+			b.refresh(ctx, t, 0)
 		case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelSentAt == nil:
 			var claimed bool
 			cur, err := b.mutate(t, func(c *mapping.Task, now time.Time) bool {
-				claimed = claimCancel(c, now, b.staleClaim())
+				claimed = b.claimCancel(c, now)
 				return claimed
 			})
 			if err == nil && claimed {
 				b.forwardCancel(cur)
 			}
 		case t.Phase == mapping.PhaseSubmitted && (t.ObservedAt == nil || now.Sub(*t.ObservedAt) >= b.opts.SweepObserveAge):
-			b.refresh(ctx, t)
+			b.refresh(ctx, t, 0)
 		}
 	}
 }

@@ -149,6 +149,18 @@ func elicitationCapability() *mcp.ClientCapabilities {
 	return &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 }
 
+// modernProtocol is the first protocol revision with per-request _meta and
+// the Tasks extension.
+const modernProtocol = "2026-07-28"
+
+// requestDeclaresTasks reports whether a request asked for tasks in its own
+// terms: its _meta names protocol 2026-07-28 or later and declares the
+// extension. Revisions are dates, so they compare as strings.
+func requestDeclaresTasks(meta map[string]any) bool {
+	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
+	return v >= modernProtocol && declaresTasks(meta)
+}
+
 // declaresTasks reports whether a request's _meta declared the tasks
 // extension. Custom-method handlers only see the raw _meta map.
 func declaresTasks(meta map[string]any) bool {

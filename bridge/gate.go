@@ -1,0 +1,146 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jobbridge/jobbridge/adapters"
+)
+
+// A gate paces the calls the bridge makes to one backend; every task on the
+// backend shares it, so that a sick or throttling backend is asked less,
+// never more, than in calm weather:
+//
+//   - A throttling answer (an error wrapping [adapters.ErrThrottled]) pauses
+//     every call for as long as the backend asked (its Retry-After), or, when
+//     it did not say, for an exponentially growing pause with jitter.
+//   - After breakerThreshold consecutive failures (the backend could not be
+//     asked: refused connections, timeouts, 5xx after the adapter's own
+//     retries) the breaker opens: calls pause with exponential backoff and
+//     jitter, up to breakerMaxPause. When the pause ends one probe call is let
+//     through; its success closes the breaker, its failure doubles the pause.
+//
+// While a gate is closed, tasks/get answers from the last observation and
+// says why in the status message.
+type gate struct {
+	backend string
+	now     func() time.Time
+
+	mu        sync.Mutex
+	until     time.Time // no call before this
+	reason    string    // why calls are paused, for status messages
+	failures  int       // consecutive failures
+	throttles int       // consecutive throttling answers
+	probing   bool      // a half-open probe is in flight
+}
+
+const (
+	breakerThreshold = 3
+	breakerBasePause = time.Second
+	breakerMaxPause  = time.Minute
+	// throttleBasePause is the first pause after a throttling answer that
+	// did not say how long to wait.
+	throttleBasePause = 5 * time.Second
+)
+
+func newGate(backend string, now func() time.Time) *gate {
+	return &gate{backend: backend, now: now}
+}
+
+// allow reports whether a call may be made now. When it may not, it says
+// until when calls are paused and why. A call allowed while the breaker is
+// half open is the probe: its outcome must be reported with done.
+func (g *gate) allow() (ok bool, until time.Time, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if now.Before(g.until) {
+		return false, g.until, g.reason
+	}
+	if g.failures >= breakerThreshold {
+		if g.probing {
+			return false, now.Add(breakerBasePause), g.reason
+		}
+		g.probing = true
+	}
+	return true, time.Time{}, ""
+}
+
+// paused reports whether calls are paused now, until when and why.
+func (g *gate) paused() (until time.Time, reason string, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.now().Before(g.until) {
+		return g.until, g.reason, true
+	}
+	return time.Time{}, "", false
+}
+
+// done records the outcome of an allowed call: nil when the backend
+// answered (whatever it said about the job), else the call's error.
+func (g *gate) done(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.probing = false
+	now := g.now()
+	if d, ok := adapters.RetryAfter(err); ok {
+		g.throttles++
+		if d <= 0 {
+			d = jitter(backoff(throttleBasePause, g.throttles, breakerMaxPause))
+		}
+		g.pause(now, d, fmt.Sprintf("the backend %q is throttling requests", g.backend))
+		return
+	}
+	if err == nil || errors.Is(err, errNotBackendFault) {
+		g.failures, g.throttles = 0, 0
+		return
+	}
+	g.throttles = 0
+	g.failures++
+	if g.failures >= breakerThreshold {
+		d := jitter(backoff(breakerBasePause, g.failures-breakerThreshold+1, breakerMaxPause))
+		g.pause(now, d, fmt.Sprintf("the backend %q is failing (%d calls in a row)", g.backend, g.failures))
+	}
+}
+
+func (g *gate) pause(now time.Time, d time.Duration, reason string) {
+	if until := now.Add(d); until.After(g.until) {
+		g.until = until
+	}
+	g.reason = reason
+}
+
+// errNotBackendFault marks errors that say nothing about the backend's
+// health (the bridge's own shutdown).
+var errNotBackendFault = errors.New("not a backend fault")
+
+// backoff is base doubled n-1 times, capped at max.
+func backoff(base time.Duration, n int, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// jitter spreads d over [d/2, d), so that tasks paused together do not
+// return together.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
+// pauseNote is the status-message suffix that tells a caller why the task's
+// state was not refreshed, or "" when calls are not paused.
+func (g *gate) pauseNote(now time.Time) string {
+	until, reason, ok := g.paused()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s; next check in %s", reason, until.Sub(now).Round(time.Second))
+}
