@@ -605,6 +605,11 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 				return
 			case err == nil:
 				msg = fmt.Sprintf("the job was not created: the backend %q has no job with correlation ID %s", task.Backend, task.CorrelationID)
+			case errors.Is(err, adapters.ErrJobUnaddressable):
+				// Found, but its reference cannot be used: say so, and how
+				// to find the job.
+				msg = fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
+				b.log.Error("reconciled job cannot be addressed", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
 			case !errors.Is(err, errors.ErrUnsupported):
 				// The lookup itself failed: try again on a later sweep, unless
 				// the task has been unsettled for long.

@@ -335,6 +335,13 @@ func TestCallAnswersTaskInput(t *testing.T) {
 			wantUpdate: `{"approve":{"action":"accept","content":{"confirm":true,"replicas":2,"region":"us"}}}`,
 		},
 		{
+			// Pressing Enter at a required yes/no question answers nothing:
+			// it is asked again, never taken as a confirmation.
+			name:       "empty answers to a required boolean are asked again",
+			stdin:      "\n\ny\n\n\n1\n",
+			wantUpdate: `{"approve":{"action":"accept","content":{"confirm":true,"replicas":2,"region":"eu"}}}`,
+		},
+		{
 			name:       "explicit values",
 			stdin:      "no\nhotfix\n5\neu\n",
 			wantUpdate: `{"approve":{"action":"accept","content":{"confirm":false,"reason":"hotfix","replicas":5,"region":"eu"}}}`,
