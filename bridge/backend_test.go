@@ -54,12 +54,17 @@ func (m *memBackend) Start(ctx context.Context, req adapters.StartRequest) (adap
 			return adapters.JobRef{}, err
 		}
 	}
+	return m.create(), nil
+}
+
+// create makes a running job, as a submission the backend accepted does.
+func (m *memBackend) create() adapters.JobRef {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
 	j := &memJob{id: fmt.Sprintf("mem-%d", m.seq), state: adapters.StateWorking, message: "RUNNING"}
 	m.jobs[j.id] = j
-	return adapters.JobRef{ID: j.id}, nil
+	return adapters.JobRef{ID: j.id}
 }
 
 func (m *memBackend) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {

@@ -576,3 +576,57 @@ func TestRestartResumesAtOnce(t *testing.T) {
 		t.Errorf("cut-off submission: %s %q, want it reconciled to the job's outcome", got.Status, got.StatusMessage)
 	}
 }
+
+// A cancel recorded while the submission is still under way is forwarded as
+// soon as the job reference is recorded, also when the submission's outcome
+// had to be reconciled.
+func TestCancelDuringSubmissionIsForwardedOnceTheJobExists(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		unknown bool
+	}{
+		{"submission succeeds", false},
+		{"submission outcome unknown, job found", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := newMemBackend(nil)
+			release := make(chan struct{})
+			h := newHarness(t, harnessOptions{adapters: func(map[string]adapters.Adapter) map[string]adapters.Adapter {
+				return map[string]adapters.Adapter{"jobs": &findingBackend{mem}}
+			}, submitTimeout: time.Hour, sweep: time.Hour})
+			mem.startHook = func(int) (error, bool) {
+				<-release
+				if tt.unknown {
+					// The backend created the job, then the answer was lost.
+					mem.create()
+					return fmt.Errorf("%w: connection reset", adapters.ErrOutcomeUnknown), true
+				}
+				return nil, false
+			}
+			task := h.createTask("long_job", nil)
+			if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if got := h.waitTerminal(task.TaskID); got.Status != "cancelled" {
+				t.Errorf("status %s (%q), want cancelled", got.Status, got.StatusMessage)
+			}
+			if _, _, cancels := mem.counts(); cancels != 1 {
+				t.Errorf("%d cancels forwarded, want 1", cancels)
+			}
+		})
+	}
+}
+
+// findingBackend adds a lookup by correlation ID to memBackend: it finds the
+// last job started.
+type findingBackend struct{ *memBackend }
+
+func (f *findingBackend) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seq == 0 {
+		return adapters.JobRef{}, false, nil
+	}
+	return adapters.JobRef{ID: fmt.Sprintf("mem-%d", f.seq)}, true, nil
+}
