@@ -364,7 +364,7 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 // task is completed with the failure, which is then the first terminal state
 // the job reached). A cancel stopped the job only if the backend accepted it,
 // and, where the backend says when the job finished, only if the job
-// finished after the cancel was sent. A cancel the backend answered with
+// finished after the cancel was sent (within finishClockSlack). A cancel the backend answered with
 // "already finished" was cleared when the answer came.
 func stoppedByCancel(t *mapping.Task, o adapters.Observation) bool {
 	if t.CancelRequestedAt == nil || t.CancelSentAt == nil {
@@ -377,8 +377,14 @@ func stoppedByCancel(t *mapping.Task, o adapters.Observation) bool {
 	if t.CancelForwardedAt != nil && t.CancelForwardedAt.Before(sent) {
 		sent = *t.CancelForwardedAt
 	}
-	return !o.FinishedAt.Before(sent)
+	// Backends that report whole seconds (GitHub) may put a finish caused
+	// by the cancel just before the moment it was sent.
+	return !o.FinishedAt.Before(sent.Add(-finishClockSlack))
 }
+
+// finishClockSlack is how much earlier than the cancel a backend's finish
+// time may read and still count as caused by it.
+const finishClockSlack = time.Second
 
 // cancelledMessage is the status message of a cancelled job: the backend's
 // message when it says more than that the job was cancelled.

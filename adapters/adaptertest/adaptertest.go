@@ -1,7 +1,8 @@
 // Package adaptertest is the contract suite every adapter runs against a
 // local fake of its backend: start, batched polls, the mapping of finished
-// jobs onto states, not-found reporting, cancellation, and the optional
-// Responder and Finder interfaces.
+// jobs onto states and their finishing times, not-found reporting,
+// throttling, cancellation (of running and of finished jobs), and the
+// optional Responder and Finder interfaces.
 //
 // An adapter's test calls [Run] with a [Harness] that knows how to make the
 // fake backend run a job of each [JobKind]. Checks that need something the
@@ -68,6 +69,14 @@ type Harness struct {
 	// Answer, when set, answers a question the backend asked. Default:
 	// accept with empty content.
 	Answer func(key string, req adapters.InputRequest) adapters.Answer
+	// Throttle, when set, makes the backend refuse every request for
+	// throttling (an HTTP 429 or the backend's equivalent), asking callers
+	// to wait d (a whole number of seconds), until the returned function is
+	// called. Without it the throttling checks are left out.
+	Throttle func(t *testing.T, d time.Duration) (stop func())
+	// Now is the backend's clock, against which the suite checks
+	// Observation.FinishedAt. Default time.Now.
+	Now func() time.Time
 	// PollInterval is how often the suite polls while waiting. Default 20ms.
 	PollInterval time.Duration
 	// Timeout bounds each wait for a state. Default 30s.
@@ -85,6 +94,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	if h.Timeout <= 0 {
 		h.Timeout = 30 * time.Second
+	}
+	if h.Now == nil {
+		h.Now = time.Now
 	}
 	s := &suite{h: h}
 
@@ -113,6 +125,14 @@ func Run(t *testing.T, h Harness) {
 	}
 	if s.supports(t, Succeeds) {
 		t.Run("CancelFinished", s.cancelFinished)
+	}
+	if s.supports(t, FailsWithToolError) {
+		t.Run("CancelAfterToolError", s.cancelAfterToolError)
+	}
+	if h.Throttle == nil {
+		t.Log("adaptertest: no Harness.Throttle; not checking how throttling is reported")
+	} else if s.supports(t, Succeeds) {
+		t.Run("Throttled", s.throttled)
 	}
 
 	probe := h.New(t)
@@ -266,12 +286,30 @@ func (s *suite) pollNothing(t *testing.T) {
 
 func (s *suite) finishes(t *testing.T, kind JobKind, want adapters.State) {
 	a := s.h.New(t)
+	before := s.h.Now()
 	ref, _ := s.start(t, a, kind)
 	o := s.waitState(t, a, []adapters.State{want}, ref)[0]
+	seen := s.h.Now()
 	if o.Result == nil || o.Result.Text == "" && o.Result.Structured == nil {
 		t.Errorf("a %v observation has no result content: %+v", want, o)
 	}
+	if o.FinishedAt.IsZero() {
+		t.Logf("adaptertest: the adapter reports no FinishedAt; not checking it")
+		return
+	}
+	// Backends report seconds or milliseconds: allow for the truncation.
+	if o.FinishedAt.Before(before.Add(-finishSlack)) || o.FinishedAt.After(seen) {
+		t.Errorf("FinishedAt = %v, want between the start (%v) and the first terminal observation (%v)", o.FinishedAt, before, seen)
+	}
 }
+
+// finishSlack allows for backends that report finishing times in whole
+// seconds.
+const finishSlack = 2 * time.Second
+
+// cancelOK reports whether err is an acceptable answer to the cancel of a
+// finished job: nil, or one wrapping adapters.ErrAlreadyFinished.
+func cancelOK(err error) bool { return err == nil || errors.Is(err, adapters.ErrAlreadyFinished) }
 
 // pollBatch polls jobs that end differently in one call, in both orders,
 // and checks that each observation belongs to its ref.
@@ -305,19 +343,111 @@ func (s *suite) cancelRunning(t *testing.T) {
 		t.Fatalf("Cancel of a running job: %v", err)
 	}
 	s.waitState(t, a, []adapters.State{adapters.StateCancelled}, ref)
-	if err := a.Cancel(t.Context(), ref); err != nil {
-		t.Errorf("Cancel of a cancelled job: %v, want nil", err)
+	if err := a.Cancel(t.Context(), ref); !cancelOK(err) {
+		t.Errorf("Cancel of a cancelled job: %v, want nil or an error wrapping adapters.ErrAlreadyFinished", err)
 	}
+	s.waitState(t, a, []adapters.State{adapters.StateCancelled}, ref)
 }
 
+// cancelFinished cancels a job that succeeded: the cancel is not a failure
+// (nil, or adapters.ErrAlreadyFinished), and the job stays succeeded.
 func (s *suite) cancelFinished(t *testing.T) {
 	a := s.h.New(t)
 	ref, _ := s.start(t, a, Succeeds)
 	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
-	if err := a.Cancel(t.Context(), ref); err != nil {
-		t.Errorf("Cancel of a finished job: %v, want nil", err)
+	if err := a.Cancel(t.Context(), ref); !cancelOK(err) {
+		t.Errorf("Cancel of a finished job: %v, want nil or an error wrapping adapters.ErrAlreadyFinished", err)
 	}
 	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
+}
+
+// cancelAfterToolError cancels a job that already failed on its own: the
+// job's outcome stays a tool error, not a cancellation, and its finishing
+// time stays before the cancel.
+func (s *suite) cancelAfterToolError(t *testing.T) {
+	a := s.h.New(t)
+	ref, _ := s.start(t, a, FailsWithToolError)
+	first := s.waitState(t, a, []adapters.State{adapters.StateToolError}, ref)[0]
+	cancelAt := s.h.Now()
+	if err := a.Cancel(t.Context(), ref); !cancelOK(err) {
+		t.Errorf("Cancel of a job that failed: %v, want nil or an error wrapping adapters.ErrAlreadyFinished", err)
+	}
+	for i := range 2 {
+		o := s.poll(t, a, ref)[0]
+		if o.Err != nil || o.State != adapters.StateToolError {
+			t.Fatalf("poll %d after cancelling a job that had failed: %s, want %v", i, describe([]adapters.Observation{o}), adapters.StateToolError)
+		}
+		if !o.FinishedAt.IsZero() && o.FinishedAt.After(cancelAt) {
+			t.Errorf("poll %d after the cancel: FinishedAt %v is after the cancel (%v)", i, o.FinishedAt, cancelAt)
+		}
+		if !o.FinishedAt.Equal(first.FinishedAt) {
+			t.Errorf("poll %d after the cancel: FinishedAt %v, before the cancel %v; want it unchanged", i, o.FinishedAt, first.FinishedAt)
+		}
+		time.Sleep(s.h.PollInterval)
+	}
+}
+
+// throttleFor is the pause the throttled backend asks for.
+const throttleFor = 7 * time.Second
+
+// throttled checks how a throttling backend is reported: a Start error
+// that wraps adapters.ErrThrottled with the pause asked for (and is no
+// unknown outcome: no job was created), a Poll error (not only an
+// observation's) wrapping it, and a Cancel error wrapping it.
+func (s *suite) throttled(t *testing.T) {
+	a := s.h.New(t)
+	kind := Succeeds
+	if _, ok := s.h.Job(RunsLong); ok {
+		kind = RunsLong
+	}
+	ref, _ := s.start(t, a, kind)
+	stop := s.h.Throttle(t, throttleFor)
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+
+	req := s.request(t, Succeeds)
+	if _, err := a.Start(t.Context(), req); err == nil {
+		t.Errorf("Start while throttled succeeded")
+	} else {
+		d, ok := adapters.RetryAfter(err)
+		switch {
+		case !ok:
+			t.Errorf("Start while throttled: %v, want an error wrapping adapters.ErrThrottled", err)
+		case d < throttleFor-time.Second || d > throttleFor:
+			t.Errorf("Start while throttled: RetryAfter = %v, want about %v (what the backend asked)", d, throttleFor)
+		}
+		if errors.Is(err, adapters.ErrOutcomeUnknown) || errors.Is(err, adapters.ErrJobUnaddressable) {
+			t.Errorf("Start while throttled: %v; a throttled start created no job, so its outcome is known", err)
+		}
+	}
+
+	obs, err := a.Poll(t.Context(), []adapters.JobRef{ref})
+	if !errors.Is(err, adapters.ErrThrottled) {
+		t.Errorf("Poll while throttled = %s, %v; want an error wrapping adapters.ErrThrottled, so that the bridge pauses the backend", describe(obs), err)
+	} else if d, _ := adapters.RetryAfter(err); d <= 0 || d > throttleFor {
+		t.Errorf("Poll while throttled: RetryAfter = %v, want up to %v", d, throttleFor)
+	}
+
+	if err := a.Cancel(t.Context(), ref); !errors.Is(err, adapters.ErrThrottled) {
+		t.Errorf("Cancel while throttled = %v, want an error wrapping adapters.ErrThrottled", err)
+	}
+
+	stop()
+	stopped = true
+	f, ok := s.h.New(t).(adapters.Finder)
+	if !ok {
+		t.Log("adaptertest: adapter is not a Finder; not checking that the throttled Start created no job")
+		return
+	}
+	if _, found, err := f.Find(t.Context(), req); errors.Is(err, errors.ErrUnsupported) {
+		t.Logf("adaptertest: Find is unsupported for the harness's tool (%v); not checking that the throttled Start created no job", err)
+	} else if err != nil || found {
+		t.Errorf("Find after a throttled Start = found %v, err %v; want not found: a throttled start creates no job", found, err)
+	}
 }
 
 func (s *suite) respond(t *testing.T) {

@@ -9,16 +9,28 @@
 // jobbridge:correlation-id. When the outcome of a submission is unknown (a
 // 5xx, a timeout, a lost answer), Start says so (wrapping
 // [adapters.ErrOutcomeUnknown]) and [Adapter.Find] looks the job up with
-// ListJobs, filtered on the job name's prefix, in the tool's queue.
+// ListJobs, filtered on the job name's prefix, in the tool's queue. A
+// throttled submission created no job: Start returns an
+// [adapters.ThrottledError] at once. A refusal (a ClientException such as
+// an unknown queue) carries Batch's own message, cut to 500 bytes.
+//
+// Cancellation. Cancel terminates the job and tells a job that had finished
+// on its own (an error wrapping [adapters.ErrAlreadyFinished]) from one it
+// stopped; see [Adapter.Cancel]. Cancel, Find and the poller never retry a
+// throttled call.
 //
 // Observation. Polls go through one shared poller per account and region (see
 // [Pollers]): the jobs that are due are gathered into DescribeJobs calls of up
 // to 100 IDs, behind a token-bucket limiter, and a poll within
 // describe_interval of a job's last description is answered from it, so that
 // many concurrent tasks/get cost a few DescribeJobs calls. Throttling
-// (TooManyRequestsException) and server errors make the poller back off
-// exponentially; meanwhile polls report the error in Observation.Err, and the
-// bridge keeps serving the last observation. A job DescribeJobs leaves out
+// (TooManyRequestsException, HTTP 429) and server errors make the poller
+// back off exponentially, or for as long as a Retry-After header asks,
+// without retrying inside the call. While Batch throttles, every waiting
+// Poll fails at once with an [adapters.ThrottledError] (the bridge pauses
+// the backend and keeps serving the last observation); server errors are
+// reported in Observation.Err. A finished job's observation carries Batch's
+// stoppedAt as FinishedAt. A job DescribeJobs leaves out
 // (right after submission, or once Batch purged it) is reported as
 // [adapters.ErrJobNotFound], and the bridge applies its missing_grace.
 //
@@ -40,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -309,7 +322,11 @@ func (a *Adapter) settling(correlationID string) bool {
 // Poll observes the jobs through the shared poller: jobs described less
 // than describe_interval ago are answered from their last description, the
 // others are described together in DescribeJobs calls of up to 100 IDs. It
-// returns an error only when ctx ends while waiting.
+// returns an error when ctx ends while waiting, and an
+// [adapters.ThrottledError] when Batch throttled the DescribeJobs call that
+// was to describe any of the jobs (or the poller is still pausing after
+// one): throttling concerns the whole account and region, so the bridge
+// should pause the backend.
 func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {
 	if len(refs) == 0 {
 		return []adapters.Observation{}, nil
@@ -321,6 +338,11 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 	descs, err := a.poller.describe(ctx, ids)
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range descs {
+		if errors.Is(d.err, adapters.ErrThrottled) {
+			return nil, fmt.Errorf("observing %s jobs: %w", a.name, d.err)
+		}
 	}
 	obs := make([]adapters.Observation, len(refs))
 	for i, d := range descs {
@@ -337,24 +359,76 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 }
 
 // Cancel terminates the job with [CancelReason]. TerminateJob, unlike
-// CancelJob, also stops STARTING and RUNNING jobs. A job that has finished,
-// or that Batch no longer knows, is not an error.
+// CancelJob, also stops STARTING and RUNNING jobs.
+//
+// TerminateJob answers a job that has already finished exactly as one it
+// stops, so Cancel tells them apart by the job's description: a job the
+// poller already knows finished (or stopped) is not terminated again, and
+// otherwise the job is described once after TerminateJob. A job that SUCCEEDED, or FAILED
+// for a reason that is not the bridge's (its own exit code, a timeout, a
+// failed dependency: Batch sets the terminate reason on a job it stops),
+// had finished before the cancel: the error wraps
+// [adapters.ErrAlreadyFinished]. A job this adapter stopped, or that Batch
+// no longer knows, is not an error. Throttling is an
+// [adapters.ThrottledError] (not retried here); another refusal (a 4xx such
+// as AccessDeniedException) wraps [adapters.ErrCancelRefused] with Batch's
+// message.
 func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	if ref.ID == "" {
 		return errors.New("terminating AWS Batch job: the job reference has no ID")
 	}
+	if d := a.poller.known(ref.ID); d != nil && (d.Status == types.JobStatusSucceeded || d.Status == types.JobStatusFailed) {
+		// Final: nothing to stop, and no call to make.
+		if finished(d) {
+			return finishedError(ref.ID, d)
+		}
+		return nil // this bridge stopped it
+	}
 	cctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	_, err := a.api.TerminateJob(cctx, &batch.TerminateJobInput{JobId: aws.String(ref.ID), Reason: aws.String(CancelReason)})
-	switch {
+	_, err := a.api.TerminateJob(cctx, &batch.TerminateJobInput{JobId: aws.String(ref.ID), Reason: aws.String(CancelReason)}, withoutThrottleRetries)
+	switch status := httpStatus(err); {
 	case err == nil:
-		// Describe it afresh on the next poll, to show the stop sooner.
-		a.poller.invalidate(ref.ID)
-		return nil
 	case isJobNotFound(err):
 		return nil
+	case isThrottle(err):
+		return throttled(fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, shortError{err}), err)
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+		return fmt.Errorf("terminating AWS Batch job %s: %w: %w", ref.ID, adapters.ErrCancelRefused, shortError{err})
+	default:
+		return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
 	}
-	return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
+	// Describe it afresh, now and for the next poll: did it finish
+	// before the terminate reached it?
+	a.poller.invalidate(ref.ID)
+	if descs, err := a.poller.describe(cctx, []string{ref.ID}); err == nil && descs[0].err == nil && descs[0].detail != nil && finished(descs[0].detail) {
+		return finishedError(ref.ID, descs[0].detail)
+	}
+	return nil
+}
+
+// finished reports whether a job finished on its own: SUCCEEDED, or FAILED
+// with a statusReason the bridge did not give.
+func finished(d *types.JobDetail) bool {
+	switch d.Status {
+	case types.JobStatusSucceeded:
+		return true
+	case types.JobStatusFailed:
+		return !strings.HasPrefix(aws.ToString(d.StatusReason), cancelPrefix)
+	}
+	return false
+}
+
+// finishedError says that the job had finished before the cancel.
+func finishedError(id string, d *types.JobDetail) error {
+	msg := fmt.Sprintf("AWS Batch job %s had already finished (%s", id, d.Status)
+	if r := aws.ToString(d.StatusReason); r != "" {
+		msg += ": " + r
+	}
+	if ms := aws.ToInt64(d.StoppedAt); ms > 0 {
+		msg += ", stopped at " + time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	}
+	return fmt.Errorf("%s): %w", msg, adapters.ErrAlreadyFinished)
 }
 
 // Find looks for the job submitted with req's correlation ID: ListJobs in the
@@ -376,10 +450,14 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	var found []types.JobSummary
 	for range maxFindPages {
 		cctx, cancel := context.WithTimeout(ctx, a.timeout)
-		out, err := a.api.ListJobs(cctx, in)
+		out, err := a.api.ListJobs(cctx, in, withoutThrottleRetries)
 		cancel()
 		if err != nil {
-			return adapters.JobRef{}, false, fmt.Errorf("looking for %s job %s*: %w", req.Tool, prefix, err)
+			err = fmt.Errorf("looking for %s job %s*: %w", req.Tool, prefix, err)
+			if isThrottle(err) {
+				return adapters.JobRef{}, false, throttled(err, err)
+			}
+			return adapters.JobRef{}, false, err
 		}
 		for _, s := range out.JobSummaryList {
 			if strings.HasPrefix(aws.ToString(s.JobName), prefix) && aws.ToString(s.JobId) != "" {

@@ -49,10 +49,16 @@ func TestContract(t *testing.T) {
 			// Let the poller's cached description age out.
 			c.Advance(time.Second)
 		},
+		Throttle: func(_ *testing.T, d time.Duration) func() {
+			f.fake.Inject(batchfake.Fault{Times: 1 << 20, Status: http.StatusTooManyRequests, RetryAfter: d})
+			return f.fake.ClearFaults
+		},
+		Now: c.Now,
 	})
 }
 
-// TestStatusMapping checks the observation of a job in every Batch state.
+// TestStatusMapping checks the observation of a job in every Batch state,
+// with Batch's stoppedAt as FinishedAt once it has finished.
 func TestStatusMapping(t *testing.T) {
 	tools := map[string]JobConfig{"job": testTool()}
 	retry := testTool()
@@ -88,27 +94,27 @@ func TestStatusMapping(t *testing.T) {
 		{name: "running a retry", tool: "retry", script: quick(10*time.Second, 1), advance: 15 * time.Second,
 			want: adapters.Observation{State: adapters.StateWorking, Message: "running for 15s (attempt 2)"}},
 		{name: "succeeded", script: quick(time.Second, 0), advance: time.Minute,
-			want: adapters.Observation{State: adapters.StateSucceeded, Message: "succeeded"}},
+			want: adapters.Observation{State: adapters.StateSucceeded, Message: "succeeded", FinishedAt: t0.Add(time.Second)}},
 		{name: "failed with an exit code", script: quick(time.Second, 3), advance: time.Minute,
-			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Essential container in task exited (exit code 3)"}},
+			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Essential container in task exited (exit code 3)", FinishedAt: t0.Add(time.Second)}},
 		{name: "failed after retries", tool: "retry", script: quick(time.Second, 4), advance: time.Minute,
-			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Essential container in task exited (exit code 4)"}},
+			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Essential container in task exited (exit code 4)", FinishedAt: t0.Add(3 * time.Second)}},
 		{name: "timed out", tool: "timeout", script: quick(time.Hour, 0), advance: 2 * time.Minute,
-			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Job attempt duration exceeded timeout"}},
+			want: adapters.Observation{State: adapters.StateToolError, Message: "failed: Job attempt duration exceeded timeout", FinishedAt: t0.Add(time.Minute)}},
 		{name: "terminated by an operator", script: quick(time.Hour, 0), advance: time.Minute,
 			act: func(f *fixture, id string) {
 				if _, err := f.client.TerminateJob(f.t.Context(), &batch.TerminateJobInput{JobId: &id, Reason: aws.String("operator: wrong input")}); err != nil {
 					f.t.Fatalf("TerminateJob: %v", err)
 				}
 			},
-			want: adapters.Observation{State: adapters.StateCancelled, Message: "operator: wrong input"}},
+			want: adapters.Observation{State: adapters.StateCancelled, Message: "operator: wrong input", FinishedAt: t0.Add(time.Minute)}},
 		{name: "cancelled while runnable", script: "submitted=0s,runnable=1h", advance: time.Minute,
 			act: func(f *fixture, id string) {
 				if _, err := f.client.CancelJob(f.t.Context(), &batch.CancelJobInput{JobId: &id, Reason: aws.String("queue drained")}); err != nil {
 					f.t.Fatalf("CancelJob: %v", err)
 				}
 			},
-			want: adapters.Observation{State: adapters.StateCancelled, Message: "queue drained"}},
+			want: adapters.Observation{State: adapters.StateCancelled, Message: "queue drained", FinishedAt: t0.Add(time.Minute)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,9 +157,10 @@ func TestResultContent(t *testing.T) {
 	console := "http://127.0.0.1:1/batch?region=eu-west-1#jobs/detail/"
 	start, stop := t0.Format(time.RFC3339Nano), t0.Add(time.Minute).Format(time.RFC3339Nano)
 	want := []adapters.Observation{{
-		State:   adapters.StateSucceeded,
-		Message: "succeeded",
-		Links:   []adapters.Link{{Title: "AWS Batch console", URL: console + ok.ID}},
+		State:      adapters.StateSucceeded,
+		Message:    "succeeded",
+		Links:      []adapters.Link{{Title: "AWS Batch console", URL: console + ok.ID}},
+		FinishedAt: t0.Add(time.Minute),
 		Result: &adapters.Result{
 			Text: "AWS Batch job jb-Test-test (" + ok.ID + ") SUCCEEDED: Essential container in task exited. Exit code 0 after 1 attempt." +
 				" Log stream: sleeper/default/00000001000000000000000000000001. Console: " + console + ok.ID,
@@ -166,9 +173,10 @@ func TestResultContent(t *testing.T) {
 			},
 		},
 	}, {
-		State:   adapters.StateToolError,
-		Message: "failed: Essential container in task exited (exit code 5)",
-		Links:   []adapters.Link{{Title: "AWS Batch console", URL: console + bad.ID}},
+		State:      adapters.StateToolError,
+		Message:    "failed: Essential container in task exited (exit code 5)",
+		Links:      []adapters.Link{{Title: "AWS Batch console", URL: console + bad.ID}},
+		FinishedAt: t0.Add(time.Minute),
 	}}
 	// Names carry the test's correlation IDs; compare them by shape.
 	for i := range obs {
@@ -209,7 +217,7 @@ func TestArrayJob(t *testing.T) {
 		{25 * time.Second, adapters.Observation{State: adapters.StateWorking, Progress: &adapters.Progress{Done: 2, Total: 4},
 			Message: "array job: 2 of 4 children finished (1 succeeded, 1 failed), 1 running, 1 waiting"}},
 		{45 * time.Second, adapters.Observation{State: adapters.StateToolError, Progress: &adapters.Progress{Done: 4, Total: 4},
-			Message: "failed: Array Child Job failed"}},
+			Message: "failed: Array Child Job failed", FinishedAt: t0.Add(41 * time.Second)}}, // the last child's end
 	}
 	var elapsed time.Duration
 	var last adapters.Observation
@@ -239,48 +247,94 @@ func TestArrayJob(t *testing.T) {
 }
 
 // TestThrottlingStorm checks that DescribeJobs throttling never ends a task:
-// polls report the error, the poller backs off exponentially and asks
-// nothing meanwhile, and recovers when the storm ends.
+// each Poll fails at once with an error wrapping adapters.ErrThrottled (so
+// that the bridge pauses the backend), the poller backs off exponentially,
+// or for as long as a Retry-After asks, and asks nothing meanwhile, and it
+// recovers when the storm ends.
 func TestThrottlingStorm(t *testing.T) {
-	f := newFixture(t, &clock{base: t0}, BackendConfig{}, nil)
-	ref := f.start(job(quick(time.Hour, 0)))
-	if o := f.poll(ref)[0]; o.Err != nil || o.State != adapters.StateWorking {
-		t.Fatalf("before the storm: %+v", o)
-	}
-	f.fake.Inject(batchfake.Fault{Operation: batchfake.OpDescribeJobs, Times: 3, Status: http.StatusTooManyRequests})
-
-	steps := []struct {
+	type step struct {
 		advance   time.Duration
-		calls     int  // DescribeJobs calls so far
-		throttled bool // the observation is an error
-	}{
-		{3 * time.Second, 2, true}, // asks, is throttled, backs off 0.75-1.25s
-		{0, 2, true},               // backing off: nothing asked
-		{700 * time.Millisecond, 2, true},
-		{time.Minute, 3, true}, // asks again, throttled again, backs off 1.5-2.5s
-		{1400 * time.Millisecond, 3, true},
-		{time.Minute, 4, true},  // the third and last 429
-		{time.Minute, 5, false}, // the storm is over
+		calls     int           // DescribeJobs calls so far
+		throttled bool          // Poll fails
+		retry     time.Duration // the pause it reports
 	}
-	for i, s := range steps {
-		f.clock.Advance(s.advance)
-		o := f.poll(ref)[0]
-		if got := f.describeCalls(); got != s.calls {
-			t.Errorf("step %d: %d DescribeJobs calls, want %d", i, got, s.calls)
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		steps      []step
+	}{
+		{name: "no retry-after", steps: []step{
+			{3 * time.Second, 2, true, 0}, // asks, is throttled, backs off 0.75-1.25s
+			{0, 2, true, 0},               // backing off: nothing asked
+			{700 * time.Millisecond, 2, true, 0},
+			{time.Minute, 3, true, 0}, // asks again, throttled again, backs off 1.5-2.5s
+			{1400 * time.Millisecond, 3, true, 0},
+			{time.Minute, 4, true, 0},  // the third and last 429
+			{time.Minute, 5, false, 0}, // the storm is over
+		}},
+		{name: "retry-after longer than the backoff", retryAfter: 10 * time.Second, steps: []step{
+			{3 * time.Second, 2, true, 10 * time.Second},
+			{4 * time.Second, 2, true, 6 * time.Second},  // past any backoff, within the pause
+			{6 * time.Second, 3, true, 10 * time.Second}, // the pause is over: asks, throttled again
+			{10 * time.Second, 4, true, 10 * time.Second},
+			{10 * time.Second, 5, false, 0},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, &clock{base: t0}, BackendConfig{}, nil)
+			ref := f.start(job(quick(time.Hour, 0)))
+			if o := f.poll(ref)[0]; o.Err != nil || o.State != adapters.StateWorking {
+				t.Fatalf("before the storm: %+v", o)
+			}
+			f.fake.Inject(batchfake.Fault{Operation: batchfake.OpDescribeJobs, Times: 3, Status: http.StatusTooManyRequests, RetryAfter: tt.retryAfter})
+			for i, s := range tt.steps {
+				f.clock.Advance(s.advance)
+				obs, err := f.a.Poll(t.Context(), []adapters.JobRef{ref})
+				if got := f.describeCalls(); got != s.calls {
+					t.Errorf("step %d: %d DescribeJobs calls, want %d", i, got, s.calls)
+				}
+				d, throttled := adapters.RetryAfter(err)
+				switch {
+				case s.throttled && (!throttled || obs != nil):
+					t.Errorf("step %d: Poll = %v, %v; want no observations and an error wrapping adapters.ErrThrottled", i, obs, err)
+				case s.throttled && !strings.Contains(err.Error(), "TooManyRequestsException"):
+					t.Errorf("step %d: error %q does not name the throttling", i, err)
+				case s.throttled && d != s.retry:
+					t.Errorf("step %d: RetryAfter = %v, want %v", i, d, s.retry)
+				case !s.throttled && (err != nil || obs[0].Err != nil || obs[0].State != adapters.StateWorking):
+					t.Errorf("step %d: after the storm: %v, %v; want working", i, obs, err)
+				}
+			}
+		})
+	}
+}
+
+// TestThrottledDescribeReachesEveryPoll checks that when the one
+// DescribeJobs call serving many concurrent polls is throttled, every one of
+// them fails with adapters.ErrThrottled, and nothing else is asked.
+func TestThrottledDescribeReachesEveryPoll(t *testing.T) {
+	f := newFixture(t, &clock{base: t0}, BackendConfig{}, nil)
+	refs := make([]adapters.JobRef, 8)
+	for i := range refs {
+		refs[i] = f.start(job(quick(time.Hour, 0)))
+	}
+	f.fake.Inject(batchfake.Fault{Operation: batchfake.OpDescribeJobs, Status: http.StatusTooManyRequests, RetryAfter: 5 * time.Second})
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Go(func() {
+			_, errs[i] = f.a.Poll(t.Context(), []adapters.JobRef{ref})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if d, ok := adapters.RetryAfter(err); !ok || d != 5*time.Second {
+			t.Errorf("poll %d: %v (retry after %v), want an error wrapping adapters.ErrThrottled asking for 5s", i, err, d)
 		}
-		switch {
-		case s.throttled && o.Err == nil:
-			t.Errorf("step %d: observation %+v, want a throttling error", i, o)
-		case s.throttled && errors.Is(o.Err, adapters.ErrJobNotFound):
-			t.Errorf("step %d: throttling reported as a missing job: %v", i, o.Err)
-		case s.throttled && !strings.Contains(o.Err.Error(), "TooManyRequestsException"):
-			t.Errorf("step %d: error %q does not name the throttling", i, o.Err)
-		case !s.throttled && (o.Err != nil || o.State != adapters.StateWorking):
-			t.Errorf("step %d: after the storm: %+v, want working", i, o)
-		}
-		if o.State.Terminal() {
-			t.Errorf("step %d: throttling made the job %v", i, o.State)
-		}
+	}
+	if got := f.describeCalls(); got != 1 {
+		t.Errorf("%d DescribeJobs calls, want 1", got)
 	}
 }
 
@@ -442,6 +496,155 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestStartErrors checks what a failed submission says: a refusal carries
+// Batch's own message (cut short) and is no unknown outcome; throttling is
+// an adapters.ThrottledError with the pause asked for, sent once.
+func TestStartErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		queues    []string
+		fault     *batchfake.Fault
+		wantText  string
+		wantRetry time.Duration
+		throttled bool
+	}{
+		{name: "unknown queue", queues: []string{"another"}, wantText: "ClientException: Job Queue default not found"},
+		{name: "throttled", fault: &batchfake.Fault{Operation: batchfake.OpSubmitJob, Status: http.StatusTooManyRequests}, wantText: "TooManyRequestsException", throttled: true},
+		{name: "throttled with retry-after", fault: &batchfake.Fault{Operation: batchfake.OpSubmitJob, Status: http.StatusTooManyRequests, RetryAfter: 4 * time.Second},
+			wantText: "TooManyRequestsException", throttled: true, wantRetry: 4 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, &clock{base: t0}, BackendConfig{}, &batchfake.Options{Queues: tt.queues})
+			if tt.fault != nil {
+				f.fake.Inject(*tt.fault)
+			}
+			_, err := f.a.Start(t.Context(), job(quick(time.Minute, 0)))
+			d, throttled := adapters.RetryAfter(err)
+			switch {
+			case err == nil:
+				t.Fatal("Start succeeded")
+			case errors.Is(err, adapters.ErrOutcomeUnknown):
+				t.Errorf("Start: %v; want a known outcome: no job was created", err)
+			case !strings.Contains(err.Error(), tt.wantText):
+				t.Errorf("Start: %v; want it to carry %q", err, tt.wantText)
+			case throttled != tt.throttled || d != tt.wantRetry:
+				t.Errorf("Start: %v; throttled %v (retry after %v), want %v (%v)", err, throttled, d, tt.throttled, tt.wantRetry)
+			case len(err.Error()) > 2*maxErrorText:
+				t.Errorf("Start error is %d bytes long", len(err.Error()))
+			}
+			if got := f.fake.Calls(batchfake.OpSubmitJob); got != 1 {
+				t.Errorf("SubmitJob calls = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestShortError checks that long backend messages are cut to
+// maxErrorText bytes, on a character boundary, and still unwrap.
+func TestShortError(t *testing.T) {
+	long := errors.New(strings.Repeat("é", maxErrorText))
+	got := shortError{long}
+	if n := len(got.Error()); n > maxErrorText+len("…") || !strings.HasSuffix(got.Error(), "é…") {
+		t.Errorf("shortError text: %d bytes, %q…", n, got.Error()[:20])
+	}
+	if !errors.Is(got, long) {
+		t.Errorf("shortError does not unwrap")
+	}
+	if short := errors.New("short"); (shortError{short}).Error() != "short" {
+		t.Errorf("a short error was changed")
+	}
+}
+
+// TestCancelAnswers checks Cancel's outcomes: a job it stops is nil; a job
+// that had finished on its own (known to the poller, or described after a
+// TerminateJob that Batch answers the same way) is adapters.ErrAlreadyFinished
+// and keeps its own state and FinishedAt; throttling is an
+// adapters.ThrottledError, sent once; a refusal is adapters.ErrCancelRefused
+// with Batch's message; an outage is a plain error.
+func TestCancelAnswers(t *testing.T) {
+	tests := []struct {
+		name       string
+		script     string
+		polled     bool // the poller has described the job before the cancel
+		cancelled  bool // cancelled once before
+		fault      *batchfake.Fault
+		wantErr    error  // nil: Cancel returns nil
+		wantText   string // the error carries it
+		wantPlain  bool
+		terminates int            // TerminateJob calls by this Cancel
+		wantState  adapters.State // the next observation; 0: not checked
+	}{
+		{name: "running", script: quick(time.Hour, 0), terminates: 1, wantState: adapters.StateCancelled},
+		{name: "succeeded, known", script: quick(time.Second, 0), polled: true, wantErr: adapters.ErrAlreadyFinished, wantState: adapters.StateSucceeded},
+		{name: "succeeded, unknown", script: quick(time.Second, 0), wantErr: adapters.ErrAlreadyFinished, terminates: 1, wantState: adapters.StateSucceeded},
+		{name: "failed, known", script: quick(time.Second, 3), polled: true, wantErr: adapters.ErrAlreadyFinished, wantState: adapters.StateToolError},
+		{name: "failed, unknown", script: quick(time.Second, 3), wantErr: adapters.ErrAlreadyFinished, terminates: 1, wantState: adapters.StateToolError},
+		{name: "cancelled before", script: quick(time.Hour, 0), cancelled: true, wantState: adapters.StateCancelled},
+		{name: "throttled", script: quick(time.Hour, 0),
+			fault:   &batchfake.Fault{Operation: batchfake.OpTerminateJob, Times: 5, Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second},
+			wantErr: adapters.ErrThrottled, wantText: "TooManyRequestsException", terminates: 1},
+		{name: "access denied", script: quick(time.Hour, 0),
+			fault:   &batchfake.Fault{Operation: batchfake.OpTerminateJob, Status: http.StatusForbidden, Code: "AccessDeniedException"},
+			wantErr: adapters.ErrCancelRefused, wantText: "AccessDeniedException", terminates: 1, wantState: adapters.StateWorking},
+		{name: "outage", script: quick(time.Hour, 0),
+			fault:     &batchfake.Fault{Operation: batchfake.OpTerminateJob, Times: 3, Status: http.StatusInternalServerError},
+			wantPlain: true, wantText: "ServerException", terminates: 3, wantState: adapters.StateWorking},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, &clock{base: t0}, BackendConfig{}, nil)
+			ref := f.start(job(tt.script))
+			f.clock.Advance(time.Minute)
+			var before adapters.Observation
+			if tt.polled {
+				before = f.poll(ref)[0]
+			}
+			if tt.cancelled {
+				if err := f.a.Cancel(t.Context(), ref); err != nil {
+					t.Fatalf("first Cancel: %v", err)
+				}
+				before = f.poll(ref)[0]
+			}
+			if tt.fault != nil {
+				f.fake.Inject(*tt.fault)
+			}
+			calls := f.fake.Calls(batchfake.OpTerminateJob)
+			err := f.a.Cancel(t.Context(), ref)
+			switch {
+			case tt.wantErr == nil && !tt.wantPlain && err != nil:
+				t.Errorf("Cancel: %v, want nil", err)
+			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+				t.Errorf("Cancel: %v, want an error wrapping %q", err, tt.wantErr)
+			case tt.wantPlain && (err == nil || errors.Is(err, adapters.ErrAlreadyFinished) || errors.Is(err, adapters.ErrCancelRefused) || errors.Is(err, adapters.ErrThrottled)):
+				t.Errorf("Cancel: %v, want a plain error (Batch could not be asked)", err)
+			case tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText):
+				t.Errorf("Cancel: %v, want it to carry %q", err, tt.wantText)
+			}
+			if d, ok := adapters.RetryAfter(err); ok && d != 3*time.Second {
+				t.Errorf("Cancel: RetryAfter %v, want 3s", d)
+			}
+			if got := f.fake.Calls(batchfake.OpTerminateJob) - calls; got != tt.terminates {
+				t.Errorf("TerminateJob calls = %d, want %d", got, tt.terminates)
+			}
+			if tt.wantState == 0 {
+				return
+			}
+			f.fake.ClearFaults()
+			o := f.poll(ref)[0]
+			if o.State != tt.wantState {
+				t.Errorf("after the cancel: %v %q, want %v", o.State, o.Message, tt.wantState)
+			}
+			if before.State.Terminal() && !o.FinishedAt.Equal(before.FinishedAt) {
+				t.Errorf("FinishedAt %v after the cancel, %v before; want unchanged", o.FinishedAt, before.FinishedAt)
+			}
+			if o.State.Terminal() && o.FinishedAt.IsZero() {
+				t.Errorf("a %v observation has no FinishedAt", o.State)
+			}
+		})
+	}
 }
 
 func TestStartNotSent(t *testing.T) {

@@ -1,14 +1,19 @@
 package awsbatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
+	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
@@ -74,9 +79,55 @@ func isThrottle(err error) bool {
 	return ok
 }
 
+// retryAfterOf is the pause a throttling answer asked for in a Retry-After
+// header (delay seconds or an HTTP date), or zero. Batch documents no such
+// header, but a proxy or a later service version may send one.
+func retryAfterOf(err error) time.Duration {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil {
+		return 0
+	}
+	v := strings.TrimSpace(re.Response.Header.Get("Retry-After"))
+	if n, perr := strconv.ParseInt(v, 10, 64); perr == nil && n > 0 {
+		return time.Duration(min(n, 86400)) * time.Second
+	}
+	if t, perr := http.ParseTime(v); perr == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// throttled wraps err, which the caller made from a throttling answer, in
+// an adapters.ThrottledError with the pause the answer asked for.
+func throttled(err, answer error) error {
+	return &adapters.ThrottledError{RetryAfter: retryAfterOf(answer), Err: err}
+}
+
+// maxErrorText bounds the text of an error the bridge shows to callers.
+const maxErrorText = 500
+
+// shortError is an error whose text is cut to maxErrorText bytes; it still
+// unwraps to the whole error.
+type shortError struct{ err error }
+
+func (e shortError) Error() string {
+	s := e.err.Error()
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func (e shortError) Unwrap() error { return e.err }
+
 // classifySubmit turns a SubmitJob error into the adapter's outcome: a
-// refusal (the job was certainly not created) or an unknown outcome
-// (wrapping adapters.ErrOutcomeUnknown).
+// refusal (the job was certainly not created; the text carries Batch's own
+// message, cut short), throttling (an adapters.ThrottledError: no job was
+// created) or an unknown outcome (wrapping adapters.ErrOutcomeUnknown).
 func classifySubmit(err error, maybeSent bool) error {
 	status := httpStatus(err)
 	switch {
@@ -86,12 +137,36 @@ func classifySubmit(err error, maybeSent bool) error {
 		return fmt.Errorf("%w: %w", adapters.ErrOutcomeUnknown, err)
 	case isThrottle(err):
 		// A throttled request is rejected before it is acted on.
-		return fmt.Errorf("AWS Batch throttled the submission, so no job was created; try again shortly: %w", err)
+		return throttled(fmt.Errorf("AWS Batch throttled the submission, so no job was created: %w", shortError{err}), err)
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-		return fmt.Errorf("AWS Batch refused the job: %w", err)
+		return fmt.Errorf("AWS Batch refused the job: %w", shortError{err})
 	}
 	// A 5xx, a 408, or a 2xx whose answer could not be read.
 	return fmt.Errorf("%w: %w", adapters.ErrOutcomeUnknown, err)
+}
+
+// withoutThrottleRetries is a per-call option that keeps the client's
+// retries but never retries a throttling answer: the bridge pauses every
+// call to the backend on adapters.ErrThrottled, so retrying would only add
+// to the storm and hold the caller.
+func withoutThrottleRetries(o *batch.Options) {
+	if o.Retryer != nil {
+		o.Retryer = noThrottleRetryer{o.Retryer}
+	}
+}
+
+// noThrottleRetryer is a retryer that does not retry throttling.
+type noThrottleRetryer struct{ aws.Retryer }
+
+func (r noThrottleRetryer) IsErrorRetryable(err error) bool {
+	return !isThrottle(err) && r.Retryer.IsErrorRetryable(err)
+}
+
+func (r noThrottleRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if v2, ok := r.Retryer.(aws.RetryerV2); ok {
+		return v2.GetAttemptToken(ctx)
+	}
+	return r.Retryer.GetInitialToken(), nil
 }
 
 // isJobNotFound reports Batch's answer for a job ID it does not know.

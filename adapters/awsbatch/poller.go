@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"golang.org/x/time/rate"
+
+	"github.com/jobbridge/jobbridge/adapters"
 )
 
 // Poller limits.
@@ -96,6 +98,7 @@ type poller struct {
 	running      bool
 	changed      chan struct{} // closed and replaced whenever entries change
 	backoffUntil time.Time
+	retryUntil   time.Time // the end of the pause a throttling answer asked for
 	failures     int
 	lastErr      error
 }
@@ -227,8 +230,27 @@ func (p *poller) result(e *entry) description {
 	return d
 }
 
+// backoffError is the answer while the poller backs off: after throttling,
+// an adapters.ThrottledError with what is left of the pause Batch asked
+// for. It runs with p.mu held.
 func (p *poller) backoffError(now time.Time) error {
-	return fmt.Errorf("not asking AWS Batch for %v after a failed DescribeJobs: %w", p.backoffUntil.Sub(now).Round(time.Millisecond), p.lastErr)
+	err := fmt.Errorf("not asking AWS Batch for %v after a failed DescribeJobs: %w", p.backoffUntil.Sub(now).Round(time.Millisecond), p.lastErr)
+	if isThrottle(p.lastErr) {
+		return &adapters.ThrottledError{RetryAfter: max(p.retryUntil.Sub(now), 0), Err: err}
+	}
+	return err
+}
+
+// known returns the last description of the job, however old, or nil.
+// A finished job's description does not go stale: Batch's SUCCEEDED and
+// FAILED are final.
+func (p *poller) known(id string) *types.JobDetail {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.jobs[id]; e != nil {
+		return e.detail
+	}
+	return nil
 }
 
 // invalidate makes the next poll of the job describe it afresh.
@@ -270,13 +292,22 @@ func (p *poller) run(ctx context.Context) {
 			d = d*3/4 + rand.N(d/2+1) // ±25%
 			p.backoffUntil, p.lastErr = now.Add(d), err
 			kind := "failed"
+			callErr := fmt.Errorf("describing AWS Batch jobs: %w", err)
 			if isThrottle(err) {
 				kind = "throttled"
+				// Every waiting caller learns it is throttling, with the
+				// pause Batch asked for, and none is asked before it ends.
+				ra := retryAfterOf(err)
+				p.retryUntil = now.Add(ra)
+				if p.retryUntil.After(p.backoffUntil) {
+					p.backoffUntil = p.retryUntil
+				}
+				callErr = &adapters.ThrottledError{RetryAfter: ra, Err: callErr}
 			}
-			p.log.Warn("DescribeJobs "+kind+"; backing off", "jobs", len(ids), "backoff", d.Round(time.Millisecond), "error", err)
+			p.log.Warn("DescribeJobs "+kind+"; backing off", "jobs", len(ids), "backoff", p.backoffUntil.Sub(now).Round(time.Millisecond), "error", err)
 			for _, id := range ids {
 				e := p.jobs[id]
-				e.err = fmt.Errorf("describing AWS Batch jobs: %w", err)
+				e.err = callErr
 				e.gen++
 				e.wanted = false
 			}

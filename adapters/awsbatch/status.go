@@ -56,10 +56,12 @@ func (a *Adapter) observe(d description) adapters.Observation {
 			o.Message += fmt.Sprintf(" (attempt %d)", n+1)
 		}
 	case types.JobStatusSucceeded:
+		o.FinishedAt = stoppedAt(j)
 		o.State = adapters.StateSucceeded
 		o.Message = "succeeded"
 		o.Result = a.result(j, array)
 	case types.JobStatusFailed:
+		o.FinishedAt = stoppedAt(j)
 		o.Result = a.result(j, array)
 		if aws.ToBool(j.IsCancelled) || aws.ToBool(j.IsTerminated) || strings.HasPrefix(reason, cancelPrefix) {
 			o.State = adapters.StateCancelled
@@ -86,6 +88,15 @@ func (a *Adapter) observe(d description) adapters.Observation {
 		}
 	}
 	return o
+}
+
+// stoppedAt is when Batch says the job stopped (stoppedAt, Unix
+// milliseconds), or zero.
+func stoppedAt(j *types.JobDetail) time.Time {
+	if ms := aws.ToInt64(j.StoppedAt); ms > 0 {
+		return time.UnixMilli(ms).UTC()
+	}
+	return time.Time{}
 }
 
 // result is the tool result of a finished job: a readable summary and the

@@ -2,6 +2,8 @@ package githubactions
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +26,9 @@ func cancelScripts() map[string]githubfake.Script {
 }
 
 // TestCancel checks cancel answers: 202 is success and the run ends
-// cancelled; 409 (already completed) is not an error; a run that concludes
-// "failure" after our cancel is reported cancelled.
+// cancelled; 409 (already completed) is ErrAlreadyFinished and the run
+// keeps its conclusion; a run that concludes "failure" after our cancel is
+// reported cancelled.
 func TestCancel(t *testing.T) {
 	f := newFixture(t, fixtureOptions{scripts: cancelScripts()})
 	a := f.adapter(nil)
@@ -47,8 +50,8 @@ func TestCancel(t *testing.T) {
 		if o := f.poll(a, ref); o.State != adapters.StateSucceeded {
 			t.Fatalf("quick run: %v %q", o.State, o.Message)
 		}
-		if err := a.Cancel(t.Context(), ref); err != nil {
-			t.Errorf("Cancel of a completed run (409): %v, want nil", err)
+		if err := a.Cancel(t.Context(), ref); !errors.Is(err, adapters.ErrAlreadyFinished) {
+			t.Errorf("Cancel of a completed run (409): %v, want an error wrapping adapters.ErrAlreadyFinished", err)
 		}
 		if got := f.gh.Cancels(runID(t, ref)); got != 1 {
 			t.Errorf("cancels sent = %d, want 1", got)
@@ -66,6 +69,107 @@ func TestCancel(t *testing.T) {
 			t.Errorf("a run concluding failure after our cancel: %v %q, want cancelled", o.State, o.Message)
 		}
 	})
+}
+
+// TestCancelAnswers checks how each answer to POST .../cancel is reported,
+// and that a run keeps its own outcome when the cancel did not stop it: a
+// run that failed before the cancel stays a tool error (with its completion
+// time as FinishedAt), not a cancellation.
+func TestCancelAnswers(t *testing.T) {
+	failed := githubfake.Script{RunName: "Failed [{inputs.correlation_id}]", Conclusion: "failure",
+		Jobs: []githubfake.JobScript{{Name: "unit", Duration: time.Minute}}}
+	scripts := cancelScripts()
+	scripts["failed"] = failed
+	tests := []struct {
+		name      string
+		script    string
+		advance   time.Duration     // before the cancel
+		fault     *githubfake.Fault // answers the cancel
+		wantErr   []error           // the Cancel error wraps each
+		wantPlain bool              // the Cancel error wraps none of the contract's errors
+		wantState adapters.State    // the next observation
+	}{
+		{name: "202", script: "long", wantState: adapters.StateCancelled},
+		{name: "409 for a run that succeeded", script: "quick", wantErr: []error{adapters.ErrAlreadyFinished}, wantState: adapters.StateSucceeded},
+		{name: "409 for a run that failed", script: "failed", advance: 2 * time.Minute, wantErr: []error{adapters.ErrAlreadyFinished}, wantState: adapters.StateToolError},
+		{name: "409 for a run still going", script: "long", fault: &githubfake.Fault{Status: 409},
+			wantErr: []error{adapters.ErrCancelRefused}, wantState: adapters.StateWorking},
+		{name: "403 without a rate limit", script: "long", fault: &githubfake.Fault{Status: 403},
+			wantErr: []error{adapters.ErrCancelRefused}, wantState: adapters.StateWorking},
+		{name: "422", script: "long", fault: &githubfake.Fault{Status: 422},
+			wantErr: []error{adapters.ErrCancelRefused}, wantState: adapters.StateWorking},
+		{name: "429", script: "long", fault: &githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, Status: 429, RetryAfter: 20 * time.Second},
+			wantErr: []error{adapters.ErrThrottled, ErrRateLimited}},
+		{name: "503", script: "long", fault: &githubfake.Fault{Status: 503}, wantPlain: true, wantState: adapters.StateWorking},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{scripts: scripts})
+			a := f.adapter(nil)
+			ref := f.start(a, "scripted", map[string]any{"script": tt.script}, "corr-answers")
+			f.clock.Advance(tt.advance)
+			before := f.poll(a, ref)
+			if tt.fault != nil {
+				tt.fault.Method, tt.fault.Path = http.MethodPost, "/cancel"
+				f.gh.Inject(*tt.fault)
+			}
+			f.clock.Advance(time.Second)
+			err := a.Cancel(t.Context(), ref)
+			for _, want := range tt.wantErr {
+				if !errors.Is(err, want) {
+					t.Errorf("Cancel: %v, want an error wrapping %q", err, want)
+				}
+			}
+			if tt.wantErr == nil && !tt.wantPlain && err != nil {
+				t.Errorf("Cancel: %v, want nil", err)
+			}
+			if tt.wantPlain {
+				if err == nil {
+					t.Errorf("Cancel: nil, want an error")
+				}
+				for _, e := range []error{adapters.ErrAlreadyFinished, adapters.ErrCancelRefused, adapters.ErrThrottled} {
+					if errors.Is(err, e) {
+						t.Errorf("Cancel: %v wraps %q, want a plain error (GitHub could not be asked)", err, e)
+					}
+				}
+			}
+			if err != nil && strings.Contains(err.Error(), testToken) {
+				t.Errorf("Cancel error carries the token: %v", err)
+			}
+			if tt.wantState == 0 {
+				return
+			}
+			o := f.poll(a, ref)
+			if o.State != tt.wantState {
+				t.Errorf("after the cancel: %v %q, want %v", o.State, o.Message, tt.wantState)
+			}
+			if before.State.Terminal() && !o.FinishedAt.Equal(before.FinishedAt) {
+				t.Errorf("FinishedAt after the cancel %v, before it %v; want unchanged", o.FinishedAt, before.FinishedAt)
+			}
+		})
+	}
+}
+
+// TestFinishedAt checks that a completed run's observation carries the
+// time it completed (its updated_at, in whole seconds), and a running one
+// none.
+func TestFinishedAt(t *testing.T) {
+	f := newFixture(t, fixtureOptions{scripts: cancelScripts()})
+	a := f.adapter(nil)
+	ref := f.start(a, "scripted", map[string]any{"script": "long"}, "corr-finished")
+	f.clock.Advance(1500 * time.Millisecond)
+	if o := f.poll(a, ref); o.State != adapters.StateWorking || !o.FinishedAt.IsZero() {
+		t.Fatalf("a running run: %v, FinishedAt %v; want working, none", o.State, o.FinishedAt)
+	}
+	if err := a.Cancel(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	cancelledAt := t0.Add(1500 * time.Millisecond)
+	f.clock.Advance(time.Minute)
+	o := f.poll(a, ref)
+	if want := cancelledAt.Truncate(time.Second); o.State != adapters.StateCancelled || !o.FinishedAt.Equal(want) {
+		t.Errorf("a cancelled run: %v, FinishedAt %v; want cancelled, %v", o.State, o.FinishedAt, want)
+	}
 }
 
 // TestForceCancel checks the escalation: a run that ignores the cancel is

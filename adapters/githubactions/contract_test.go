@@ -6,6 +6,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/adaptertest"
+	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 )
 
 // TestContractAgainstGitHubFake runs the shared adapter contract suite with
@@ -28,6 +29,11 @@ func TestContractAgainstGitHubFake(t *testing.T) {
 			return adapters.StartRequest{}, false
 		},
 		Purge: func(t *testing.T, ref adapters.JobRef) { f.gh.Purge(runID(t, ref)) },
+		Throttle: func(_ *testing.T, d time.Duration) func() {
+			// GitHub's secondary rate limit, answered 429 with retry-after.
+			f.gh.Inject(githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, Status: 429, RetryAfter: d, Times: 1 << 20})
+			return f.gh.ClearFaults
+		},
 		Answer: func(string, adapters.InputRequest) adapters.Answer {
 			return adapters.Answer{Action: "accept", Content: map[string]any{"decision": "approve", "comment": "ship it"}}
 		},

@@ -23,14 +23,26 @@
 //
 // Rate limits (403 or 429 with retry-after, x-ratelimit-remaining 0, or the
 // secondary-limit message) hold every request back for as long as GitHub
-// asks (a minute when it does not say), and a request budget per hour keeps
-// the adapter within its share of the token's limit. Either way the
-// observation is an error wrapping [ErrRateLimited], never a task failure.
+// asks: retry-after, else until x-ratelimit-reset when the primary limit is
+// spent, else a minute. A request budget per hour keeps the adapter within
+// its share of the token's limit. Either way the adapter sends nothing
+// meanwhile and never sleeps: Start, Poll (the whole call, not only one
+// observation) and Cancel return an [adapters.ThrottledError] at once, which
+// wraps [adapters.ErrThrottled] and [ErrRateLimited] and carries the pause,
+// so that the bridge pauses the backend. A throttled dispatch created no
+// run. A completed run's observation carries its updated_at (when it
+// completed) as FinishedAt.
 //
-// Cancel sends POST .../cancel (202 is success, 409 means the run has
-// already finished). The adapter remembers, in memory, when it cancelled a
-// run; a run still going after the tool's force_cancel_after is
-// force-cancelled once, by the next poll or the next Cancel.
+// Cancel sends POST .../cancel. A 202 is success. A 409 is checked against
+// the run: when it has completed (GitHub answers "Cannot cancel a workflow
+// run that is completed."), Cancel returns an error wrapping
+// [adapters.ErrAlreadyFinished] and the run keeps its own conclusion; when
+// it has not, or GitHub refuses for another reason (a 403 without a rate
+// limit, a 422), the error wraps [adapters.ErrCancelRefused] with GitHub's
+// message. The adapter remembers, in memory, when GitHub accepted a cancel
+// of a run: a run that then concludes "failure" is reported cancelled, and a
+// run still going after the tool's force_cancel_after is force-cancelled
+// once, by the next poll or the next Cancel.
 //
 // Instead of a token, the backend may authenticate as a GitHub App
 // installation: the app's RSA private key (PEM, PKCS#1 or PKCS#8) is read
@@ -371,7 +383,9 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	ref, found, err := a.awaitRun(ctx, t, req.CorrelationID, since)
 	switch {
 	case err != nil:
-		return fail(fmt.Errorf("dispatched, but looking for the run failed: %w: %w", adapters.ErrOutcomeUnknown, err))
+		// The run exists: the error must not say "throttled" to the
+		// bridge, which would submit again. Keep its text only.
+		return fail(fmt.Errorf("dispatched, but looking for the run failed (%v): %w", err, adapters.ErrOutcomeUnknown))
 	case !found:
 		return fail(fmt.Errorf("dispatched, but no run titled with correlation ID %s appeared within %v: %w", req.CorrelationID, a.search.wait, adapters.ErrOutcomeUnknown))
 	}
@@ -440,10 +454,11 @@ func isRunDetailsRefusal(err error) bool {
 func (a *Adapter) dispatchError(err error) error {
 	text := a.errText(err)
 	switch {
+	case a.rateLimited(err):
+		// Refused or held back for a rate limit: no run was created.
+		return a.throttled(fmt.Errorf("GitHub refused it for now: %s: %w", text, ErrRateLimited), err)
 	case errors.Is(err, errNotSent):
 		return errors.New(text)
-	case a.rateLimited(err):
-		return fmt.Errorf("GitHub refused it for now: %s: %w", text, ErrRateLimited)
 	}
 	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
 		if code := er.Response.StatusCode; code >= 400 && code < 500 && code != http.StatusRequestTimeout {
@@ -586,8 +601,11 @@ func (a *Adapter) decodeRef(ref adapters.JobRef) (refData, *tool, error) {
 	return d, t, nil
 }
 
-// Poll observes the runs, several at a time. It returns an error only when
-// ctx ends.
+// Poll observes the runs, several at a time. It returns an error when ctx
+// ends, and an [adapters.ThrottledError] when GitHub's rate limits or the
+// request budget kept any run from being observed: a rate limit holds back
+// every request to GitHub, so the bridge should pause the backend rather
+// than ask about the other runs.
 func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {
 	obs := make([]adapters.Observation, len(refs))
 	var g errgroup.Group
@@ -601,6 +619,11 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 	_ = g.Wait() // the functions report through obs
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("polling %s runs: %w", a.name, err)
+	}
+	for _, o := range obs {
+		if errors.Is(o.Err, adapters.ErrThrottled) {
+			return nil, fmt.Errorf("polling %s runs: %w", a.name, o.Err)
+		}
 	}
 	return obs, nil
 }
@@ -666,10 +689,14 @@ func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Obs
 	return obs, nil
 }
 
-// Cancel asks GitHub to cancel the run. A 202 is success; a 409 (already
-// completed) and a 404 (gone) are not errors. When the adapter cancelled
-// the run before and its force_cancel_after has passed, Cancel force-cancels
-// it instead (once).
+// Cancel asks GitHub to cancel the run. A 202 is success, and so is a 404
+// (the run is gone). A 409 is checked against the run: completed means it
+// had finished (an error wrapping [adapters.ErrAlreadyFinished]), unless an
+// earlier cancel of this adapter's was accepted; still going means GitHub
+// refused ([adapters.ErrCancelRefused]). Another refusal (a 403 or 422) wraps
+// [adapters.ErrCancelRefused]; a rate limit is an [adapters.ThrottledError].
+// When GitHub accepted a cancel before and the tool's force_cancel_after has
+// passed, Cancel force-cancels the run instead (once).
 func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	d, t, err := a.decodeRef(ref)
 	if err != nil {
@@ -677,12 +704,8 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	}
 	key := d.key()
 	a.mu.Lock()
-	rec, ok := a.cancels.get(key)
-	if !ok {
-		rec = &cancelRecord{at: a.now()}
-		a.cancels.put(key, rec)
-	}
-	escalate := !rec.forced && a.now().Sub(rec.at) >= t.cfg.ForceCancelAfter
+	rec, cancelledBefore := a.cancels.get(key)
+	escalate := cancelledBefore && !rec.forced && a.now().Sub(rec.at) >= t.cfg.ForceCancelAfter
 	a.memo.drop(key)
 	a.mu.Unlock()
 	if escalate {
@@ -692,10 +715,66 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 		return nil
 	}
 	_, err = a.gh.Actions.CancelWorkflowRunByID(ctx, d.Owner, d.Repo, d.RunID)
-	if err := a.cancelResult(err); err != nil {
+	accepted, err := a.cancelAnswer(ctx, d, err, cancelledBefore)
+	if accepted {
+		a.mu.Lock()
+		if _, ok := a.cancels.get(key); !ok {
+			a.cancels.put(key, &cancelRecord{at: a.now()})
+		}
+		a.memo.drop(key)
+		a.mu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("cancelling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)
 	}
 	return nil
+}
+
+// cancelAnswer classifies the answer to POST .../cancel; accepted is true
+// when GitHub took the cancel (202).
+func (a *Adapter) cancelAnswer(ctx context.Context, d refData, err error, cancelledBefore bool) (accepted bool, _ error) {
+	if err == nil {
+		return true, nil
+	}
+	if _, ok := errors.AsType[*github.AcceptedError](err); ok {
+		return true, nil
+	}
+	if a.rateLimited(err) {
+		return false, a.apiError(err)
+	}
+	er, ok := errors.AsType[*github.ErrorResponse](err)
+	if !ok || er.Response == nil {
+		return false, a.apiError(err) // not answered: ask again later
+	}
+	switch code := er.Response.StatusCode; {
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return false, nil
+	case code == http.StatusConflict && cancelledBefore:
+		// Our accepted cancel has taken effect, or the run is finishing.
+		return false, nil
+	case code == http.StatusConflict:
+		return false, a.conflict(ctx, d, er)
+	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
+		return false, fmt.Errorf("GitHub refused: %s: %w", a.errText(err), adapters.ErrCancelRefused)
+	}
+	return false, a.apiError(err)
+}
+
+// conflict reads the run after a 409 to a cancel: a completed run had
+// finished before the cancel; a run still going is a refusal. When the run
+// cannot be read, GitHub's message decides.
+func (a *Adapter) conflict(ctx context.Context, d refData, er *github.ErrorResponse) error {
+	text := a.errText(er)
+	run, _, err := a.gh.Actions.GetWorkflowRunByID(ctx, d.Owner, d.Repo, d.RunID)
+	switch {
+	case err == nil && run.GetStatus() == "completed":
+		return fmt.Errorf("the run had already completed (conclusion %s): %s: %w", orNone(run.GetConclusion()), text, adapters.ErrAlreadyFinished)
+	case err == nil:
+		return fmt.Errorf("GitHub refused while the run is %s: %s: %w", a.red.clean(run.GetStatus(), 50), text, adapters.ErrCancelRefused)
+	case strings.Contains(strings.ToLower(er.Message), "completed"):
+		return fmt.Errorf("the run had already completed: %s: %w", text, adapters.ErrAlreadyFinished)
+	}
+	return fmt.Errorf("GitHub refused: %s: %w", text, adapters.ErrCancelRefused)
 }
 
 // forceCancel sends POST .../force-cancel, once per cancel the adapter
@@ -715,7 +794,7 @@ func (a *Adapter) forceCancel(ctx context.Context, d refData) error {
 	if err == nil {
 		_, err = a.gh.Do(req, nil)
 	}
-	if err := a.cancelResult(err); err != nil {
+	if err := a.forceCancelResult(err); err != nil {
 		a.mu.Lock()
 		rec.forced = false // try again next time
 		a.mu.Unlock()
@@ -726,8 +805,9 @@ func (a *Adapter) forceCancel(ctx context.Context, d refData) error {
 	return nil
 }
 
-// cancelResult classifies the answer to a cancel or force-cancel.
-func (a *Adapter) cancelResult(err error) error {
+// forceCancelResult classifies the answer to a force-cancel: a 409 (the run
+// has completed) and a 404 (it is gone) leave nothing to do.
+func (a *Adapter) forceCancelResult(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -773,8 +853,10 @@ func (a *Adapter) memoDrop(key string) {
 	a.memo.drop(key)
 }
 
-// rateLimited reports whether err comes from a rate limit or the budget, and
-// holds requests back as a secondary limit without retry-after asks.
+// rateLimited reports whether err comes from a rate limit or the budget.
+// When GitHub named no pause (no retry-after, and the primary limit is not
+// spent), it holds requests back for a minute, as GitHub asks for secondary
+// limits.
 func (a *Adapter) rateLimited(err error) bool {
 	if errors.Is(err, ErrRateLimited) {
 		return true
@@ -782,26 +864,50 @@ func (a *Adapter) rateLimited(err error) bool {
 	if _, ok := errors.AsType[*github.RateLimitError](err); ok {
 		return true // the meter saw x-ratelimit-remaining 0
 	}
+	var resp *http.Response
+	secondary := false
 	if ae, ok := errors.AsType[*github.AbuseRateLimitError](err); ok {
-		if ae.RetryAfter == nil {
-			a.meter.block(a.now().Add(defaultThrottle))
-		}
-		return true
-	}
-	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
+		resp, secondary = ae.Response, true
+	} else if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
 		code := er.Response.StatusCode
-		return code == http.StatusTooManyRequests || code == http.StatusForbidden && er.Response.Header.Get("Retry-After") != ""
+		if code != http.StatusTooManyRequests && code != http.StatusForbidden {
+			return false
+		}
+		resp = er.Response
+		// GitHub Enterprise Server's documentation URLs differ: know the
+		// secondary limit by its message too.
+		secondary = code == http.StatusTooManyRequests || strings.Contains(strings.ToLower(er.Message), "secondary rate limit")
+		if !secondary && resp.Header.Get("Retry-After") == "" {
+			return false // a plain 403: a permission, not a rate limit
+		}
+	} else {
+		return false
 	}
-	return false
+	if secondary && (resp == nil || resp.Header.Get("Retry-After") == "" && resp.Header.Get("X-RateLimit-Remaining") != "0") {
+		a.meter.block(a.now().Add(defaultThrottle))
+	}
+	return true
 }
 
 // apiError turns a go-github error into one that is safe to show: redacted,
-// and wrapping ErrRateLimited for rate limits.
+// and, for rate limits, an [adapters.ThrottledError] wrapping ErrRateLimited.
 func (a *Adapter) apiError(err error) error {
 	if a.rateLimited(err) {
-		return fmt.Errorf("%s: %w", a.errText(err), ErrRateLimited)
+		return a.throttled(fmt.Errorf("%s: %w", a.errText(err), ErrRateLimited), err)
 	}
 	return errors.New(a.errText(err))
+}
+
+// throttled wraps shown (the safe text of cause, a rate-limit error) in an
+// [adapters.ThrottledError] with the pause GitHub asked for: until the
+// meter lets requests through again, or until the budget refills.
+func (a *Adapter) throttled(shown, cause error) error {
+	now := a.now()
+	d := max(a.meter.throttledUntil().Sub(now), 0)
+	if _, ok := errors.AsType[*budgetError](cause); ok {
+		d = max(d, a.meter.budgetWait(now))
+	}
+	return &adapters.ThrottledError{RetryAfter: d, Err: shown}
 }
 
 // errText is err's text, redacted and shortened.

@@ -245,6 +245,9 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 			fmt.Fprintf(&b, "\nLast %d lines of the log of job %s:\n%s\n", *t.cfg.LogTailLines, j.GetName(), tail)
 		}
 	}
+	// A run has no completion time of its own: its updated_at moves last
+	// when it completes.
+	o.FinishedAt = run.GetUpdatedAt().Time
 	o.Message = a.red.clean("completed: "+orNone(conclusion), maxMessage)
 	o.Result = &adapters.Result{Text: strings.TrimRight(a.red.redact(b.String()), "\n"), Structured: structured}
 	return o, nil

@@ -25,9 +25,10 @@ func longScripts() map[string]githubfake.Script {
 }
 
 // TestRateLimitStorm checks that rate-limit answers hold every request back
-// for as long as GitHub asks (a minute when it does not say), that each
-// observation in the meantime is an error wrapping ErrRateLimited and never
-// a state, and that polling resumes afterwards.
+// for as long as GitHub asks (a minute when it does not say), that each Poll
+// in the meantime fails at once with an adapters.ThrottledError carrying
+// the remaining pause (wrapping ErrRateLimited too) and never reports a
+// state, and that polling resumes afterwards.
 func TestRateLimitStorm(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -55,13 +56,11 @@ func TestRateLimitStorm(t *testing.T) {
 			before := f.gh.Requests()
 			for range 10 {
 				obs, err := a.Poll(t.Context(), refs)
-				if err != nil {
-					t.Fatalf("Poll: %v", err)
+				if !errors.Is(err, adapters.ErrThrottled) || !errors.Is(err, ErrRateLimited) || obs != nil {
+					t.Fatalf("Poll during the storm = %v, %v; want no observations and an error wrapping adapters.ErrThrottled and ErrRateLimited", obs, err)
 				}
-				for i, o := range obs {
-					if !errors.Is(o.Err, ErrRateLimited) || o.State != 0 {
-						t.Fatalf("observation %d during the storm: %v %v, want an error wrapping ErrRateLimited", i, o.State, o.Err)
-					}
+				if d, _ := adapters.RetryAfter(err); d != tt.wait {
+					t.Fatalf("Poll during the storm: RetryAfter = %v, want %v", d, tt.wait)
 				}
 			}
 			if got := f.gh.Requests() - before; got > pollConcurrency {
@@ -70,8 +69,9 @@ func TestRateLimitStorm(t *testing.T) {
 
 			f.clock.Advance(tt.wait - time.Second)
 			before = f.gh.Requests()
-			if o := f.pollErr(a, refs[0]); !errors.Is(o.Err, ErrRateLimited) || f.gh.Requests() != before {
-				t.Errorf("a second before the wait ends: %v, %d requests; want held back", o.Err, f.gh.Requests()-before)
+			_, err := a.Poll(t.Context(), refs[:1])
+			if d, ok := adapters.RetryAfter(err); !ok || d != time.Second || f.gh.Requests() != before {
+				t.Errorf("a second before the wait ends: %v (retry after %v), %d requests; want held back for 1s", err, d, f.gh.Requests()-before)
 			}
 
 			// The storm has passed.
@@ -128,7 +128,8 @@ func TestConditionalPolling(t *testing.T) {
 
 // TestRequestBudget checks the hourly budget: answers 304 cost nothing,
 // other requests spend it, and when it is spent polls are held back (an
-// error wrapping ErrRateLimited) until it refills.
+// adapters.ThrottledError, wrapping ErrRateLimited, saying when the budget
+// has a request again) until it refills.
 func TestRequestBudget(t *testing.T) {
 	f := newFixture(t, fixtureOptions{scripts: longScripts()})
 	a := f.adapter(func(b *BackendConfig, _ map[string]JobConfig) { b.RequestsPerHour = 120 }) // burst 10, one every 30s
@@ -140,11 +141,17 @@ func TestRequestBudget(t *testing.T) {
 	// fits.
 	ok := 0
 	for _, ref := range refs {
-		switch o := f.pollErr(a, ref); {
-		case o.Err == nil:
+		switch _, err := a.Poll(t.Context(), []adapters.JobRef{ref}); {
+		case err == nil:
 			ok++
-		case !errors.Is(o.Err, ErrRateLimited) || !strings.Contains(o.Err.Error(), "request budget"):
-			t.Errorf("observation error %v, want the budget", o.Err)
+		case !errors.Is(err, ErrRateLimited) || !strings.Contains(err.Error(), "request budget"):
+			t.Errorf("Poll error %v, want the budget", err)
+		default:
+			// 120 an hour is one every 30s; what is left of the last
+			// request is a fraction of one.
+			if d, ok := adapters.RetryAfter(err); !ok || d <= 0 || d > 30*time.Second {
+				t.Errorf("Poll with the budget spent: RetryAfter = %v, %v; want up to 30s", d, ok)
+			}
 		}
 	}
 	if ok != 1 {
@@ -158,8 +165,8 @@ func TestRequestBudget(t *testing.T) {
 		}
 	}
 	reqs := f.gh.Requests()
-	if o := f.pollErr(a, refs[7]); !errors.Is(o.Err, ErrRateLimited) || f.gh.Requests() != reqs {
-		t.Errorf("a new run with the budget spent: %v, %d requests; want held back", o.Err, f.gh.Requests()-reqs)
+	if _, err := a.Poll(t.Context(), refs[7:]); !errors.Is(err, adapters.ErrThrottled) || f.gh.Requests() != reqs {
+		t.Errorf("a new run with the budget spent: %v, %d requests; want held back", err, f.gh.Requests()-reqs)
 	}
 	f.clock.Advance(10 * time.Minute) // 20 requests' worth, capped at the burst of 10
 	for i, o := range f.pollAll(a, refs[:5]) {

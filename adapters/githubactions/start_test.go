@@ -121,6 +121,7 @@ func TestStartOutcomes(t *testing.T) {
 		fault       githubfake.Fault
 		wantUnknown bool
 		wantLimited bool
+		wantRetry   time.Duration // the pause a throttled Start reports
 		wantRuns    int
 	}{
 		{name: "503 after dispatching", fault: githubfake.Fault{Status: 503, AfterHandling: true}, wantUnknown: true, wantRuns: 1},
@@ -128,8 +129,12 @@ func TestStartOutcomes(t *testing.T) {
 		{name: "502 before dispatching", fault: githubfake.Fault{Status: 502}, wantUnknown: true, wantRuns: 0},
 		{name: "404 workflow", fault: githubfake.Fault{Status: 404}, wantRuns: 0},
 		{name: "403 forbidden", fault: githubfake.Fault{Status: 403}, wantRuns: 0},
-		{name: "secondary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, RetryAfter: time.Minute}, wantLimited: true},
-		{name: "primary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultPrimaryRateLimit, Status: 429, RetryAfter: time.Minute}, wantLimited: true},
+		{name: "secondary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, RetryAfter: 40 * time.Second}, wantLimited: true, wantRetry: 40 * time.Second},
+		{name: "secondary rate limit without retry-after", fault: githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, Status: 429}, wantLimited: true, wantRetry: time.Minute},
+		{name: "secondary rate limit known by its message", fault: githubfake.Fault{Status: 403,
+			Message: "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}, wantLimited: true, wantRetry: time.Minute},
+		{name: "primary rate limit", fault: githubfake.Fault{Kind: githubfake.FaultPrimaryRateLimit, Status: 429, RetryAfter: 90 * time.Second}, wantLimited: true, wantRetry: 90 * time.Second},
+		{name: "primary rate limit, 403", fault: githubfake.Fault{Kind: githubfake.FaultPrimaryRateLimit, RetryAfter: time.Minute}, wantLimited: true, wantRetry: time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +154,9 @@ func TestStartOutcomes(t *testing.T) {
 			if got := errors.Is(err, ErrRateLimited); got != tt.wantLimited {
 				t.Errorf("Start: %v; rate limited %v, want %v", err, got, tt.wantLimited)
 			}
+			if d, got := adapters.RetryAfter(err); got != tt.wantLimited || d != tt.wantRetry {
+				t.Errorf("Start: %v; throttled %v (retry after %v), want %v (%v)", err, got, d, tt.wantLimited, tt.wantRetry)
+			}
 			if got := f.gh.Requests() - before; got != 1 {
 				t.Errorf("Start sent %d requests, want 1: an ambiguous dispatch is never re-sent", got)
 			}
@@ -159,6 +167,64 @@ func TestStartOutcomes(t *testing.T) {
 			_, found, err := a.Find(t.Context(), req)
 			if err != nil || found != (tt.wantRuns == 1) {
 				t.Errorf("Find = found %v, err %v; want found %v", found, err, tt.wantRuns == 1)
+			}
+		})
+	}
+}
+
+// TestStartSearchThrottled checks that a dispatch GitHub accepted without a
+// run ID, whose search is then rate-limited, is an unknown outcome and not
+// a throttled start: the run exists, and the bridge must reconcile rather
+// than dispatch again.
+func TestStartSearchThrottled(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	a := f.adapter(func(b *BackendConfig, tools map[string]JobConfig) {
+		b.DispatchRunDetails = new(false)
+		delete(tools, "no_correlation")
+	})
+	f.gh.Inject(githubfake.Fault{Method: http.MethodGet, Path: "/runs", Kind: githubfake.FaultSecondaryRateLimit, Status: 429, RetryAfter: time.Minute})
+	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "succeeds", Arguments: map[string]any{"branch": "main"}, CorrelationID: "corr-search-429"})
+	if !errors.Is(err, adapters.ErrOutcomeUnknown) || errors.Is(err, adapters.ErrThrottled) {
+		t.Errorf("Start: %v; want an unknown outcome that does not wrap adapters.ErrThrottled", err)
+	}
+	if got := f.gh.Dispatches("corr-search-429"); got != 1 {
+		t.Errorf("dispatches = %d, want 1", got)
+	}
+}
+
+// TestStartRefusalCarriesGitHubsMessage checks that a refused dispatch says
+// why in GitHub's own words, redacted and cut short, and is not an unknown
+// outcome.
+func TestStartRefusalCarriesGitHubsMessage(t *testing.T) {
+	tests := []struct {
+		name    string
+		message string
+		want    string
+		maxLen  int
+	}{
+		{name: "unexpected inputs", message: "Unexpected inputs provided: [\"colour\"]", want: `422 Unexpected inputs provided: ["colour"]`},
+		{name: "token in the message", message: "Bad token " + testToken, want: "Bad token [redacted]"},
+		{name: "long message", message: strings.Repeat("x", 5000), want: strings.Repeat("x", 100), maxLen: 800},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			a := f.adapter(nil)
+			// Twice: a 422 is first taken for a server refusing
+			// return_run_details, and the dispatch is sent again without it.
+			f.gh.Inject(githubfake.Fault{Method: http.MethodPost, Path: "/dispatches", Status: 422, Message: tt.message, Times: 2})
+			_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "succeeds", Arguments: map[string]any{"branch": "main"}, CorrelationID: "corr-refused"})
+			switch {
+			case err == nil:
+				t.Fatal("Start succeeded")
+			case errors.Is(err, adapters.ErrOutcomeUnknown) || errors.Is(err, adapters.ErrThrottled):
+				t.Errorf("Start: %v; want a definite refusal", err)
+			case !strings.Contains(err.Error(), tt.want):
+				t.Errorf("Start: %v; want it to carry %q", err, tt.want)
+			case strings.Contains(err.Error(), testToken):
+				t.Errorf("Start error carries the token: %v", err)
+			case tt.maxLen > 0 && len(err.Error()) > tt.maxLen:
+				t.Errorf("Start error is %d bytes, want at most %d", len(err.Error()), tt.maxLen)
 			}
 		})
 	}

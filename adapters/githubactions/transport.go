@@ -146,6 +146,16 @@ func (m *meter) throttledUntil() time.Time {
 	return m.until
 }
 
+// budgetWait is how long until the hourly budget has a request to spend
+// again; zero when it has one now.
+func (m *meter) budgetWait(now time.Time) time.Duration {
+	missing := 1 - m.budget.TokensAt(now)
+	if missing <= 0 || m.perHour <= 0 {
+		return 0
+	}
+	return time.Duration(missing * 3600 / float64(m.perHour) * float64(time.Second))
+}
+
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
@@ -569,6 +570,31 @@ func TestFaults(t *testing.T) {
 		}
 		if f.describe(id) == nil {
 			t.Errorf("the storm did not end")
+		}
+	})
+	t.Run("throttling with retry-after until cleared", func(t *testing.T) {
+		f := newFixture(t, nil)
+		id := f.submit(scripted("a", ""))
+		f.srv.Inject(Fault{Times: 1000, Status: http.StatusTooManyRequests, RetryAfter: 1500 * time.Millisecond})
+		for _, op := range []func() error{
+			func() error {
+				_, err := f.client.DescribeJobs(t.Context(), &batch.DescribeJobsInput{Jobs: []string{id}})
+				return err
+			},
+			func() error {
+				_, err := f.client.TerminateJob(t.Context(), &batch.TerminateJobInput{JobId: &id, Reason: aws.String("x")})
+				return err
+			},
+		} {
+			err := op()
+			var re *awshttp.ResponseError
+			if apiErrorCode(err) != "TooManyRequestsException" || !errors.As(err, &re) || re.Response.Header.Get("Retry-After") != "2" {
+				t.Fatalf("%v, want TooManyRequestsException with Retry-After: 2 (rounded up)", err)
+			}
+		}
+		f.srv.ClearFaults()
+		if f.describe(id) == nil {
+			t.Errorf("the storm did not end with ClearFaults")
 		}
 	})
 	t.Run("crash-time duplicate", func(t *testing.T) {

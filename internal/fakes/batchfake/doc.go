@@ -132,8 +132,9 @@
 // [Server.JobsNamed] counts the jobs created with a name, [Server.Purge]
 // forgets a job as Batch does some time after it finished
 // ([Options.Retention] does it automatically), and [Server.Inject] scripts
-// failures: throttling storms (N answers 429 TooManyRequestsException), 5xx
-// answers, dropped connections, and, with [Fault.AfterHandling], crash-time
+// failures: throttling storms (N answers 429 TooManyRequestsException,
+// optionally with a Retry-After header; [Server.ClearFaults] ends a storm),
+// 5xx answers, dropped connections, and, with [Fault.AfterHandling], crash-time
 // duplicates: SubmitJob creates the job and then answers 500, so the client
 // cannot tell whether the job exists.
 package batchfake

@@ -185,6 +185,11 @@ type Fault struct {
 	// Drop closes the connection without an answer (after handling the
 	// request when AfterHandling is set).
 	Drop bool
+	// RetryAfter, when positive, adds a Retry-After header of that many
+	// seconds (rounded up) to the answer. Batch documents no such header on
+	// its throttling answers; it lets tests check that a client honours one
+	// where a proxy or a future service version sends it.
+	RetryAfter time.Duration
 }
 
 // Inject adds a fault after those already waiting.
@@ -208,6 +213,13 @@ func (s *Server) Inject(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults drops the faults still waiting, ending a storm.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
 }
 
 // takeFault consumes one use of the first fault matching op.
@@ -271,6 +283,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case faulted && fault.Drop:
 		dropConnection(w)
 	case faulted:
+		if fault.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((fault.RetryAfter+time.Second-1)/time.Second), 10))
+		}
 		writeResponse(w, apiError(fault.Status, fault.Code, "injected fault"))
 	default:
 		writeResponse(w, resp)

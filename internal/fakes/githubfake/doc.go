@@ -57,8 +57,11 @@
 // arrives: approved lets the job start, rejected ends the run "failure". When
 // every job has run the run is "completed" with Script.Conclusion. A cancel
 // applies Script.OnCancel (cancelled at once, ignored, or "failure"); a
-// force-cancel always ends the run "cancelled". Cancelling a completed run is
-// 409.
+// force-cancel always ends the run "cancelled". Cancelling (or
+// force-cancelling) a completed run is 409 "Cannot cancel a workflow run
+// that is completed.", as GitHub answers. A completed run's updated_at is
+// when it completed (runs have no completion field of their own; jobs carry
+// completed_at).
 //
 // # Test hooks
 //
@@ -66,7 +69,9 @@
 // [Server.APIVersions], [Server.Dispatches], [Server.Cancels],
 // [Server.ForceCancels] and [Server.Reviews] count what the server received;
 // [Server.Purge] forgets a run, [Server.Rerun] starts a new attempt, and
-// [Server.Inject] scripts failures: a status, a primary or secondary rate
-// limit (403 or 429, with retry-after or x-ratelimit-reset), optionally after
-// the request took effect, or a dropped connection.
+// [Server.Inject] scripts failures: a status (optionally with a message of
+// the test's choosing), a primary or secondary rate limit (403 or 429, with
+// retry-after or x-ratelimit-reset; a secondary limit also carries the
+// primary window's x-ratelimit headers, remaining not 0, as on GitHub),
+// optionally after the request took effect, or a dropped connection.
 package githubfake

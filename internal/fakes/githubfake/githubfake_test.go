@@ -193,6 +193,38 @@ func TestTimelineJobsLogsArtifacts(t *testing.T) {
 	}
 }
 
+// TestCompletionTimes checks the times a completed run and its jobs carry,
+// as GitHub's do: the run's updated_at is when its last job completed (and
+// stays so), run_started_at when the attempt started, and each job's
+// completed_at when it ended. A cancel of the completed run is refused 409
+// with GitHub's message, and changes nothing.
+func TestCompletionTimes(t *testing.T) {
+	f := newFixture(t, nil)
+	id := f.dispatch(t, "ci.yml", nil) // queued 1m, then two jobs of 1m
+	f.clock.Advance(10 * time.Minute)
+	_, err := f.gh.Actions.CancelWorkflowRunByID(t.Context(), "o", "r", id)
+	er, ok := errors.AsType[*github.ErrorResponse](err)
+	if !ok || er.Response.StatusCode != http.StatusConflict || er.Message != "Cannot cancel a workflow run that is completed." {
+		t.Errorf("cancel of a completed run: %v, want 409 \"Cannot cancel a workflow run that is completed.\"", err)
+	}
+	run, _, err := f.gh.Actions.GetWorkflowRunByID(t.Context(), "o", "r", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []time.Time{run.GetRunStartedAt().Time, run.GetUpdatedAt().Time}
+	if diff := cmp.Diff([]time.Time{t0, t0.Add(3 * time.Minute)}, got); diff != "" {
+		t.Errorf("[run_started_at, updated_at] of the completed run (-want +got):\n%s", diff)
+	}
+	jobs, _, err := f.gh.Actions.ListWorkflowJobs(t.Context(), "o", "r", id, nil)
+	if err != nil || len(jobs.Jobs) != 2 {
+		t.Fatalf("jobs: %v %+v", err, jobs)
+	}
+	got = []time.Time{jobs.Jobs[0].GetCompletedAt().Time, jobs.Jobs[1].GetCompletedAt().Time}
+	if diff := cmp.Diff([]time.Time{t0.Add(2 * time.Minute), t0.Add(3 * time.Minute)}, got); diff != "" {
+		t.Errorf("jobs' completed_at (-want +got):\n%s", diff)
+	}
+}
+
 func TestConditionalRequests(t *testing.T) {
 	f := newFixture(t, nil)
 	id := f.dispatch(t, "ci.yml", nil)
@@ -302,6 +334,11 @@ func TestRateLimits(t *testing.T) {
 	f.srv.Inject(Fault{Status: 502})
 	if _, _, err = f.gh.Actions.GetWorkflowRunByID(t.Context(), "o", "r", id); err == nil || !strings.Contains(err.Error(), "502") {
 		t.Errorf("injected 502: %v", err)
+	}
+	f.srv.Inject(Fault{Status: 403, Message: "You have exceeded a secondary rate limit."})
+	_, _, err = f.gh.Actions.GetWorkflowRunByID(t.Context(), "o", "r", id)
+	if er, ok := errors.AsType[*github.ErrorResponse](err); !ok || er.Response.StatusCode != 403 || er.Message != "You have exceeded a secondary rate limit." {
+		t.Errorf("injected 403 with a message: %v, want an ErrorResponse with that message", err)
 	}
 }
 

@@ -368,6 +368,11 @@ type Fault struct {
 	AfterHandling bool
 	// Drop closes the connection without an answer.
 	Drop bool
+	// Message, for FaultStatus, is the answer's message (default "injected
+	// fault"), answered with the generic documentation_url: for example a
+	// secondary rate limit as servers answer whose documentation URLs
+	// go-github does not recognise.
+	Message string
 }
 
 // Inject adds a fault after those already waiting.
@@ -450,6 +455,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if faulted && !fault.Drop {
 		resp = s.faultResponse(fault)
+		if fault.Kind == FaultSecondaryRateLimit {
+			// GitHub sends the primary window's headers on every answer,
+			// secondary limits included (remaining is then not 0).
+			resp.rate, resp.noCharge = s.window(bearer(r.Header.Get("Authorization"))), true
+		}
 	}
 	s.finish(r, &resp)
 	s.mu.Unlock()
@@ -483,6 +493,9 @@ func (s *Server) faultResponse(f Fault) response {
 			resp.header.Set("Retry-After", strconv.FormatInt(int64((f.RetryAfter+time.Second-1)/time.Second), 10))
 		}
 		return resp
+	}
+	if f.Message != "" {
+		return errorResponse(f.Status, "%s", f.Message)
 	}
 	return errorResponse(f.Status, "injected fault")
 }

@@ -22,7 +22,7 @@
 //	 "error_message":    "text",    // status message of a failed job, error.message of an errored one
 //	 "questions":        [{"key": "approve", "message": "Deploy?", "schema": {"type": "object"}}],
 //	 "ask_after_seconds": 0,        // running time before the questions are asked
-//	 "on_cancel":        "cancel"}  // cancel | ignore | finish
+//	 "on_cancel":        "cancel"}  // cancel | ignore | finish | refuse
 //
 // Answers: 201 Created with Location: /jobs/<id> and the job document. IDs
 // are sequential per server: job-000001, job-000002, ... A body that is not
@@ -71,11 +71,13 @@
 //	GET  /jobs/<id>               200 job document; 404 {"error":"job not found"} when unknown or purged
 //	GET  /jobs?correlation_id=<c> 200 {"jobs": [...]}, newest first, [] when none (no parameter: all jobs)
 //	POST /jobs/<id>/cancel        202 {} while the job runs; 409 {"error":"job already finished"}; 404
+//	                              (409 {"error":"job <id> cannot be cancelled while it runs"} with on_cancel refuse)
 //	POST /jobs/<id>/answers       200 job document; 409 when finished; 404; 422 for a bad action
 //
 // A cancel applies the job's on_cancel: "cancel" ends it "cancelled", "ignore"
 // acknowledges the request and lets the job run on, "finish" ends it
-// "succeeded" with its output. The answers body is
+// "succeeded" with its output, "refuse" answers 409 while the job runs and
+// lets it run on (a backend that will not stop a job in a protected phase). The answers body is
 //
 //	{"answers": {"<key>": {"action": "accept|decline|cancel", "content": {...}}}}
 //
@@ -90,7 +92,11 @@
 // [Server.Requests] count what the server received; [Server.Purge] forgets a
 // job; [Server.Inject] scripts failures (a status such as 503 or 429 with
 // Retry-After, optionally after the request has taken effect, or a dropped
-// connection). Note that Go's http.Transport silently retries a replayable
+// connection) and unusual answers (a scripted body and Location header, so
+// a 201 without a job ID, a Location on another origin, a 200 status answer
+// without the status field or a refusal with a JSON message);
+// [Server.InjectUntil] keeps a fault until it is removed (a throttled API).
+// Note that Go's http.Transport silently retries a replayable
 // request (a GET, or any request with an Idempotency-Key header) once when a
 // reused keep-alive connection is dropped, so a single Drop fault may go
 // unseen by such a client.

@@ -28,6 +28,7 @@ const (
 	onCancelCancel = "cancel"
 	onCancelIgnore = "ignore"
 	onCancelFinish = "finish"
+	onCancelRefuse = "refuse"
 )
 
 // internalErrorCode is the JSON-RPC "internal error" code reported by a job
@@ -107,9 +108,9 @@ func (s *script) validate() error {
 	switch s.OnCancel {
 	case "":
 		s.OnCancel = onCancelCancel
-	case onCancelCancel, onCancelIgnore, onCancelFinish:
+	case onCancelCancel, onCancelIgnore, onCancelFinish, onCancelRefuse:
 	default:
-		return fmt.Errorf("on_cancel: unknown value %q (want cancel, ignore or finish)", s.OnCancel)
+		return fmt.Errorf("on_cancel: unknown value %q (want cancel, ignore, finish or refuse)", s.OnCancel)
 	}
 	seen := make(map[string]bool, len(s.Questions))
 	for i, q := range s.Questions {

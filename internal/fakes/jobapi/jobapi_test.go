@@ -516,6 +516,16 @@ func TestCancel(t *testing.T) {
 			wantCancels: 1,
 		},
 		{
+			name: "refuse answers 409 while the job runs, and it runs on",
+			steps: []step{
+				{req: post("/jobs", `{"duration_seconds": 2, "on_cancel": "refuse"}`), wantCode: http.StatusCreated},
+				{advance: time.Second, req: cancel, wantCode: http.StatusConflict, wantJSON: `{"error": "job job-000001 cannot be cancelled while it runs"}`},
+				{req: status, wantCode: http.StatusOK, wantDoc: running(1, 2)},
+				{advance: time.Second, req: cancel, wantCode: http.StatusConflict, wantJSON: `{"error": "job already finished"}`},
+			},
+			wantCancels: 2,
+		},
+		{
 			name: "finished job answers 409",
 			steps: []step{
 				{req: post("/jobs", `{}`), wantCode: http.StatusCreated},
@@ -730,6 +740,87 @@ func TestFaults(t *testing.T) {
 				t.Errorf("Requests = %d, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestFaultAnswers checks the scripted bodies and Location headers that let
+// a client's tests meet unusual answers: a 2xx start without a job ID, a
+// Location on another origin, a status answer without the status field, a
+// refusal with a JSON message.
+func TestFaultAnswers(t *testing.T) {
+	tests := []struct {
+		name         string
+		fault        Fault
+		req          request
+		wantCode     int
+		wantLocation string
+		wantBody     string // exact
+		wantJobs     int    // jobs with correlation ID "c" afterwards
+	}{
+		{
+			name:     "201 without a job ID",
+			fault:    Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusCreated, AfterHandling: true, Body: `{"accepted":true}`},
+			req:      post("/jobs", `{"correlation_id": "c"}`),
+			wantCode: http.StatusCreated, wantBody: `{"accepted":true}`, wantJobs: 1,
+		},
+		{
+			name: "Location on another origin",
+			fault: Fault{
+				Method: http.MethodPost, Path: "/jobs", Status: http.StatusCreated, AfterHandling: true,
+				Location: "http://elsewhere.example/jobs/{id}", Body: `{"id":"{id}"}`,
+			},
+			req:      post("/jobs", `{"correlation_id": "c"}`),
+			wantCode: http.StatusCreated, wantLocation: "http://elsewhere.example/jobs/job-000001", wantBody: `{"id":"job-000001"}`, wantJobs: 1,
+		},
+		{
+			name:     "refusal with a JSON message creates nothing",
+			fault:    Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusUnprocessableEntity, Body: `{"message":"quota exceeded for team a"}`},
+			req:      post("/jobs", `{"correlation_id": "c"}`),
+			wantCode: http.StatusUnprocessableEntity, wantBody: `{"message":"quota exceeded for team a"}`,
+		},
+		{
+			name:     "status answer without the status field",
+			fault:    Fault{Method: http.MethodGet, Path: "/jobs/", Status: http.StatusOK, Body: `{"id":"{id}","state":"running"}`},
+			req:      get("/jobs/job-000042"),
+			wantCode: http.StatusOK, wantBody: `{"id":"job-000042","state":"running"}`,
+		},
+		{
+			name:     "a body that is not JSON",
+			fault:    Fault{Status: http.StatusBadGateway, Body: `<html>bad gateway</html>`},
+			req:      get("/jobs/job-000001"),
+			wantCode: http.StatusBadGateway, wantBody: `<html>bad gateway</html>`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.api.Inject(tt.fault)
+			code, h, body := f.do(tt.req)
+			got := []any{code, h.Get("Location"), string(body), f.api.Submissions("c")}
+			want := []any{tt.wantCode, tt.wantLocation, tt.wantBody, tt.wantJobs}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("[status, Location, body, jobs] mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestInjectUntil(t *testing.T) {
+	f := newFixture(t)
+	remove := f.api.InjectUntil(Fault{Status: http.StatusTooManyRequests, RetryAfter: 7 * time.Second})
+	for range 3 {
+		code, h, _ := f.do(post("/jobs", `{"correlation_id": "c"}`))
+		if code != http.StatusTooManyRequests || h.Get("Retry-After") != "7" {
+			t.Fatalf("while throttled: status %d, Retry-After %q; want 429 and 7", code, h.Get("Retry-After"))
+		}
+	}
+	remove()
+	remove() // a second call is harmless
+	if code, _, _ := f.do(post("/jobs", `{"correlation_id": "c"}`)); code != http.StatusCreated {
+		t.Errorf("after remove: status %d, want 201", code)
+	}
+	if got := f.api.Submissions("c"); got != 1 {
+		t.Errorf("Submissions = %d, want 1", got)
 	}
 }
 

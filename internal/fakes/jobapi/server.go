@@ -149,6 +149,19 @@ type Fault struct {
 	// Drop closes the connection without an answer (after handling the
 	// request when AfterHandling is set).
 	Drop bool
+	// Body, when set, is the answer's body, written as is, instead of
+	// {"error": "injected fault"}: for example `{}` for a 201 without a job
+	// ID, or `{"message": "quota exceeded"}` for a refusal. Every "{id}" in
+	// it is replaced by the ID of the job the request created or addressed
+	// (empty when there is none, such as a start fault without
+	// AfterHandling).
+	Body string
+	// Location, when set, is sent as the Location header, with "{id}"
+	// replaced as in Body: for example "http://elsewhere.example/jobs/{id}".
+	Location string
+
+	// until is set by InjectUntil: the fault lasts until removed.
+	until bool
 }
 
 // Inject adds a fault after those already waiting.
@@ -156,12 +169,33 @@ func (s *Server) Inject(f Fault) {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
+	s.add(&f)
+}
+
+// InjectUntil adds a fault, after those already waiting, that answers every
+// matching request (Times is ignored) until remove is called. For example
+// InjectUntil(Fault{Status: 429, RetryAfter: 7 * time.Second}) throttles the
+// whole API.
+func (s *Server) InjectUntil(f Fault) (remove func()) {
+	f.until = true
+	p := &f
+	s.add(p)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if i := slices.Index(s.faults, p); i >= 0 {
+			s.faults = slices.Delete(s.faults, i, i+1)
+		}
+	}
+}
+
+func (s *Server) add(f *Fault) {
 	if f.Status == 0 {
 		f.Status = http.StatusServiceUnavailable
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	s.faults = append(s.faults, f)
 }
 
 // takeFault consumes one use of the first fault matching the request.
@@ -169,6 +203,9 @@ func (s *Server) takeFault(method, path string) (Fault, bool) {
 	for i, f := range s.faults {
 		if (f.Method != "" && f.Method != method) || !strings.HasPrefix(path, f.Path) {
 			continue
+		}
+		if f.until {
+			return *f, true
 		}
 		f.Times--
 		if f.Times == 0 {
@@ -185,6 +222,7 @@ type response struct {
 	location string
 	allow    string
 	body     any
+	raw      []byte // written instead of body when set
 }
 
 func errorResponse(status int, format string, args ...any) response {
@@ -216,10 +254,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			secs := (fault.RetryAfter + time.Second - 1) / time.Second
 			w.Header().Set("Retry-After", fmt.Sprint(int64(secs)))
 		}
-		writeResponse(w, errorResponse(fault.Status, "injected fault"))
+		writeResponse(w, faultResponse(fault, resp, r.URL.Path))
 	default:
 		writeResponse(w, resp)
 	}
+}
+
+// faultResponse is the answer of an injected fault; handled is the normal
+// answer when the request was handled first.
+func faultResponse(f Fault, handled response, path string) response {
+	resp := errorResponse(f.Status, "injected fault")
+	id := strings.TrimPrefix(handled.location, "/jobs/")
+	if id == "" {
+		if rest, ok := strings.CutPrefix(path, "/jobs/"); ok {
+			id, _, _ = strings.Cut(rest, "/")
+		}
+	}
+	if f.Body != "" {
+		resp.raw = []byte(strings.ReplaceAll(f.Body, "{id}", id))
+	}
+	if f.Location != "" {
+		resp.location = strings.ReplaceAll(f.Location, "{id}", id)
+	}
+	return resp
 }
 
 // handle routes one request. It runs with s.mu held.
@@ -367,6 +424,9 @@ func (s *Server) cancel(id string) response {
 	if j.stateAt(now).finished() {
 		return jobFinished()
 	}
+	if j.script.OnCancel == onCancelRefuse {
+		return errorResponse(http.StatusConflict, "job %s cannot be cancelled while it runs", id)
+	}
 	j.cancel(now)
 	return response{status: http.StatusAccepted, body: struct{}{}}
 }
@@ -409,6 +469,10 @@ func writeResponse(w http.ResponseWriter, resp response) {
 		h.Set("Allow", resp.allow)
 	}
 	w.WriteHeader(resp.status)
+	if resp.raw != nil {
+		_, _ = w.Write(resp.raw) // the client may have gone; nothing to do
+		return
+	}
 	_ = json.NewEncoder(w).Encode(resp.body) // the client may have gone; nothing to do
 }
 
