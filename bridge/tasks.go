@@ -864,9 +864,23 @@ type liveClaimer interface {
 	ClaimLive(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*mapping.Task, error)
 }
 
+// ownerReleaser is implemented by shared stores that can free every sweep
+// lease an owner holds: a replica that restarts under the same ReplicaID
+// takes back, at once, the tasks its previous process had claimed.
+type ownerReleaser interface {
+	ReleaseOwner(ctx context.Context, owner string) error
+}
+
 // sweepLoop runs the background sweep until the bridge closes.
 func (b *Bridge) sweepLoop() {
 	defer b.wg.Done()
+	if r, ok := b.store.(ownerReleaser); ok {
+		ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+		if err := r.ReleaseOwner(ctx, b.replica); err != nil {
+			b.log.Warn("releasing the leases of this replica's previous process", "replica", b.replica, "error", err)
+		}
+		cancel()
+	}
 	tick := time.NewTicker(b.opts.SweepInterval)
 	defer tick.Stop()
 	b.sweep()

@@ -25,10 +25,14 @@ type Store interface {
 	// that a Get for the same key resolves. Creating a key that already exists
 	// returns an error.
 	//
-	// When maxLive is positive and t.Principal already has maxLive live tasks
-	// (neither terminal nor expired), Create returns ErrLiveLimit and inserts
-	// nothing. The count and the insert are one atomic step, also across
-	// processes that share the store.
+	// When maxLive is positive and t.Principal already has maxLive live tasks,
+	// Create returns ErrLiveLimit and inserts nothing; maxLive zero or less
+	// means no limit. The count and the insert are one atomic step, also
+	// across processes that share the store, and the count costs the same
+	// however many tasks the principal has. For this limit a task is live
+	// from its creation (unless it is created terminal) until an Update makes
+	// it terminal or PurgeExpired deletes it: a task whose ExpiresAt has
+	// passed still counts until the next purge.
 	Create(ctx context.Context, t *Task, maxLive int) error
 
 	// Get returns the task with the given key if it belongs to principal. A
@@ -50,7 +54,8 @@ type Store interface {
 	ListLive(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 
 	// PurgeExpired deletes tasks whose ExpiresAt is not after now and returns how
-	// many it deleted.
+	// many it deleted. The deleted tasks that were not terminal free their
+	// slots of the live-task limit (see Create).
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
 	// Close releases the store's resources.

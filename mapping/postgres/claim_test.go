@@ -402,37 +402,3 @@ func TestNow(t *testing.T) {
 		t.Errorf("Now = %v, %v away from this machine's clock", clocks[0], d)
 	}
 }
-
-func TestCountLiveWithTheDatabaseClock(t *testing.T) {
-	s := openFresh(t)
-	dbNow, err := s.Now(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Live and expired by the database's clock; a far-future caller clock
-	// would count neither.
-	live := task("live", dbNow.Add(-time.Minute))
-	expired := task("expired", dbNow.Add(-2*time.Hour))
-	mustCreate(t, s, live, expired)
-
-	tests := []struct {
-		name string
-		now  time.Time
-		want int
-	}{
-		{"database clock", time.Time{}, 1},
-		{"caller clock before both expired", dbNow.Add(-90 * time.Minute), 2},
-		{"caller clock after both expired", dbNow.Add(2 * time.Hour), 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, err := s.CountLive(t.Context(), "alice", tt.now)
-			if err != nil {
-				t.Fatalf("CountLive: %v", err)
-			}
-			if n != tt.want {
-				t.Errorf("CountLive = %d, want %d", n, tt.want)
-			}
-		})
-	}
-}

@@ -5,10 +5,24 @@
 // and the same semantics, and passes the same contract suite
 // (mapping/storetest). Times are TIMESTAMPTZ written at millisecond precision
 // in UTC and durations are milliseconds, so they read back exactly as the
-// SQLite store returns them. Every write is a single statement that commits
-// before it returns; Update is conditional on the row's version and on the
-// row not being terminal, so replicas racing to write a task serialise on the
-// row and exactly one of them wins.
+// SQLite store returns them. Every write commits before it returns; Update is
+// conditional on the row's version and on the row not being terminal, so
+// replicas racing to write a task serialise on the row and exactly one of
+// them wins.
+//
+// # Live-task limit
+//
+// The live (not terminal) tasks of each principal are counted in a table of
+// their own, live_counts, which triggers change in the same transaction as
+// every write to the tasks, whichever replica or build makes it: an insert of
+// a live task adds one, an update to a terminal status and a delete of a live
+// task take one away. Create locks the principal's count, checks it against
+// the limit and inserts the task in one statement: concurrent creates of one
+// principal, on any replica, queue on that row lock, so the limit holds
+// exactly, and the check costs the same however many tasks there are. The
+// writes that change counts (Create, an Update to a terminal status,
+// PurgeExpired) run read committed whatever the connection's default, so that
+// replicas queueing on a count never fail with a serialization error.
 //
 // # Schema migrations
 //
@@ -23,8 +37,9 @@
 // Beyond mapping.Store, [Store.ClaimLive] hands out live tasks to the sweeps
 // of several replicas under time-limited leases, so that each task is swept
 // by one replica at a time and the leases of a replica that dies run out;
-// [Store.Release] gives leases back and [Store.Now] reads the database's
-// clock, which the replicas share.
+// [Store.Release] gives leases back, [Store.ReleaseOwner] gives back every
+// lease of a replica that restarts under the same name, and [Store.Now]
+// reads the database's clock, which the replicas share.
 //
 // # Connection string
 //
@@ -36,7 +51,8 @@
 // The store is built for read committed, PostgreSQL's default isolation
 // level. Under a stricter default_transaction_isolation, Update still reports
 // a lost race as mapping.ErrConflict, but a ClaimLive that races another may
-// fail with a serialization error, to be retried by the next sweep.
+// fail with a serialization error, to be retried by the next sweep; the
+// writes that change live counts run read committed anyway.
 package postgres
 
 import (
@@ -132,10 +148,22 @@ const notTerminal = `status NOT IN ('completed', 'failed', 'cancelled')`
 // never-observed tasks first, then by oldest observation, then by creation.
 const liveOrder = `observed_at ASC NULLS FIRST, created_at, key`
 
-// createQuery inserts a task, binding columns in order.
-const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
+// createQuery inserts a task, binding columns in order, if its principal
+// ($2) has fewer than $29 live tasks or $29 is not positive; otherwise it
+// inserts nothing. It first locks the principal's live count (creating it
+// at zero if there is none), so that concurrent creates of one principal
+// take turns and each sees the count the previous one left; the insert
+// trigger then adds the new task to it.
+const createQuery = `WITH slot AS (
+		INSERT INTO live_counts AS c (principal, n) VALUES ($2, 0)
+		ON CONFLICT (principal) DO UPDATE SET n = c.n
+		WHERE $29::bigint <= 0 OR c.n < $29::bigint
+		RETURNING n
+	)
+	INSERT INTO tasks (` + columns + `)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28
+	FROM slot`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal. Under read committed, a writer that waited for
@@ -160,12 +188,6 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	WHERE ` + liveCondition + ` AND expires_at > $1
 	ORDER BY ` + liveOrder + `
 	LIMIT $2`
-
-// countLiveQuery counts along the tasks_principal_live partial index (its
-// status condition is the index's), at $2 or, when $2 is NULL, at the
-// database's clock.
-const countLiveQuery = `SELECT count(*) FROM tasks
-	WHERE principal = $1 AND ` + notTerminal + ` AND expires_at > coalesce($2::timestamptz, now())`
 
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= $1`
@@ -201,27 +223,37 @@ const releaseQuery = `UPDATE tasks SET lease_owner = NULL, lease_until = NULL
 	WHERE lease_owner = $1 AND ($2::bytea[] IS NULL OR key = ANY($2::bytea[]))`
 
 // Create inserts t. A key that already exists is an error.
+//
+// When maxLive is positive and t.Principal already has maxLive live tasks,
+// it returns mapping.ErrLiveLimit and inserts nothing. A task is live from
+// its creation until an Update makes it terminal or PurgeExpired deletes
+// it: a task whose ExpiresAt has passed still counts until a sweep (every
+// 10 s by default, on any replica) purges it. The check reads one counter,
+// whatever the number of tasks, and holds its row lock until the insert
+// commits, so concurrent creates on any number of replicas never exceed the
+// limit.
 func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error {
-	if maxLive > 0 { // TODO(atomic): the count and the insert are two steps
-		var n int64
-		if err := s.pool.QueryRow(ctx, countLiveQuery, t.Principal, ts(t.CreatedAt)).Scan(&n); err != nil {
-			return fmt.Errorf("counting live tasks: %w", err)
+	err := s.readCommitted(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, createQuery,
+			t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+			t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+			ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
+			max(maxLive, 0),
+		)
+		if err != nil {
+			return err
 		}
-		if n >= int64(maxLive) {
+		if tag.RowsAffected() == 0 {
 			return mapping.ErrLiveLimit
 		}
-	}
-	_, err := s.pool.Exec(ctx, createQuery,
-		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
-		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
-		ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
-		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
-		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
-	)
-	if err != nil {
+		return nil
+	})
+	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) {
 		return fmt.Errorf("creating task: %w", err)
 	}
-	return nil
+	return err
 }
 
 // Get returns the task with key if it belongs to principal and has not
@@ -242,26 +274,47 @@ func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now 
 // increments t.Version. Otherwise, and for an unknown key, it returns
 // mapping.ErrConflict. It leaves the task's sweep lease alone: a lease only
 // spreads sweeps, and any replica may update a task whoever holds it.
+//
+// An Update to a terminal status frees a slot of the stored principal's
+// live-task limit (the update trigger, in the same transaction); since only
+// a task that is not terminal yet can be updated, that happens once per
+// task. Such an Update runs read committed; the others are one statement
+// under the connection's default isolation.
 func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
-	tag, err := s.pool.Exec(ctx, updateQuery,
-		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
-		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
-		ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
-		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
-		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
-		t.Key[:], t.Version,
-	)
+	update := func(ctx context.Context, db execer) error {
+		tag, err := db.Exec(ctx, updateQuery,
+			t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+			t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+			ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
+			t.Key[:], t.Version,
+		)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return mapping.ErrConflict
+		}
+		return nil
+	}
+	var err error
+	if t.Status.Terminal() {
+		err = s.readCommitted(ctx, func(tx pgx.Tx) error { return update(ctx, tx) })
+	} else {
+		err = update(ctx, s.pool)
+	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == serializationFailure {
 		// The connection string chose a stricter isolation level, under
 		// which a concurrent writer fails the update instead of leaving
 		// it no row to match.
 		return mapping.ErrConflict
 	}
+	if errors.Is(err, mapping.ErrConflict) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("updating task: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return mapping.ErrConflict
 	}
 	t.Version++
 	return nil
@@ -281,32 +334,23 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 	return tasks, nil
 }
 
-// CountLive returns how many tasks of principal are neither terminal nor
-// expired at now: the tasks of principal that ListLive would return. When
-// now is the zero time, the database's clock (SQL now()) decides expiry, as
-// in ClaimLive. It is not part of mapping.Store.
-func (s *Store) CountLive(ctx context.Context, principal string, now time.Time) (int, error) {
-	var at any // NULL: the database's clock
-	if !now.IsZero() {
-		at = ts(now)
-	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, countLiveQuery, principal, at).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting live tasks: %w", err)
-	}
-	return int(n), nil
-}
-
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
 // Get no longer returns) and returns how many it deleted. It deletes them in
-// one statement, so that an error leaves every row in place; replicas purging
-// at the same time each delete a row at most once between them.
+// one statement, which also frees the live-task slots of those that were
+// still live (the delete trigger), so that an error leaves every row and
+// count in place; replicas purging at the same time each delete a row at
+// most once between them.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, purgeQuery, ts(now))
+	var n int64
+	err := s.readCommitted(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, purgeQuery, ts(now))
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("purging expired tasks: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // ClaimLive leases up to limit tasks to owner for a sweep and returns them:
@@ -372,6 +416,22 @@ func (s *Store) Release(ctx context.Context, owner string, keys ...mapping.Key) 
 	return int(tag.RowsAffected()), nil
 }
 
+// ReleaseOwner frees every lease owner holds, so that the next claim by
+// any replica, owner included, may take those tasks at once. A replica that
+// restarts under the same name calls it before its first sweep: the leases
+// its previous process left would otherwise hold its share of the tasks
+// until they run out, since ClaimLive does not hand an owner its own
+// unexpired leases. It reads the whole table, which is fine once per start.
+func (s *Store) ReleaseOwner(ctx context.Context, owner string) error {
+	if owner == "" {
+		return errors.New("releasing leases: empty lease owner")
+	}
+	if _, err := s.Release(ctx, owner); err != nil {
+		return err
+	}
+	return nil
+}
+
 // Now returns the database's clock (SQL now()) in UTC, at the microsecond
 // precision PostgreSQL keeps. Replicas that compare times among themselves,
 // such as lease expiries, use it rather than their own clocks.
@@ -381,6 +441,17 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
 	}
 	return now.UTC(), nil
+}
+
+// execer is a *pgxpool.Pool or a pgx.Tx.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// readCommitted runs fn in a read committed transaction, whatever the
+// connection's default isolation, and commits it if fn returns nil.
+func (s *Store) readCommitted(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
 // Close closes the connection pool, waiting for queries in progress to end.

@@ -10,6 +10,18 @@
 // Every write is durable when it returns (synchronous=FULL). Times are stored
 // as unix milliseconds in UTC and durations as milliseconds, so they read back
 // at millisecond precision.
+//
+// # Live-task limit
+//
+// The store keeps the number of live (not terminal) tasks of each principal
+// in a table of its own, live_counts, which triggers change in the same
+// transaction as every write to the tasks: an insert of a live task adds
+// one, an update to a terminal status and a delete of a live task take one
+// away. Create checks the limit against that number, so its cost does not
+// grow with the principal's tasks; and since the writer begins every
+// transaction IMMEDIATE (taking SQLite's write lock first), the check and
+// the insert are one step, also for several processes on one file. Being
+// triggers, the counts also follow rows changed or deleted by hand.
 package sqlite
 
 import (
@@ -44,14 +56,14 @@ type Store struct {
 	// and queueing writers in database/sql rather than in SQLite's busy
 	// handler keeps them fair and free of "database is locked" errors.
 	writer *sql.DB
-	// reader has read-only connections for Get, ListLive and CountLive.
+	// reader has read-only connections for Get and ListLive.
 	reader *sql.DB
 	// path is the absolute path of the database file.
 	path string
 
 	// Prepared statements: parsing a statement costs as much as running it.
-	create, update, purge    *sql.Stmt // on writer
-	get, listLive, countLive *sql.Stmt // on reader
+	create, update, purge, liveCount *sql.Stmt // on writer
+	get, listLive                    *sql.Stmt // on reader
 
 	closeOnce sync.Once
 	closeErr  error
@@ -126,9 +138,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.create, s.writer, createQuery},
 		{&s.update, s.writer, updateQuery},
 		{&s.purge, s.writer, purgeQuery},
+		{&s.liveCount, s.writer, liveCountQuery},
 		{&s.get, s.reader, getQuery},
 		{&s.listLive, s.reader, listLiveQuery},
-		{&s.countLive, s.reader, countLiveQuery},
 	} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -196,37 +208,65 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	ORDER BY observed_at, created_at
 	LIMIT ?`
 
-// countLiveQuery counts along the tasks_principal_live partial index (its
-// status condition is the index's).
-const countLiveQuery = `SELECT count(*) FROM tasks
-	WHERE principal = ? AND status NOT IN ` + terminalStatuses + ` AND expires_at > ?`
-
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
 
+// liveCountQuery reads the live count of a principal. The triggers of
+// migration 0004 keep it.
+const liveCountQuery = `SELECT n FROM live_counts WHERE principal = ?`
+
 // Create inserts t. A key that already exists is an error.
-func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error {
-	if maxLive > 0 { // TODO(atomic): the count and the insert are two steps
-		var n int64
-		if err := s.countLive.QueryRowContext(ctx, t.Principal, t.CreatedAt.UnixMilli()).Scan(&n); err != nil {
-			return fmt.Errorf("counting live tasks: %w", err)
+//
+// When maxLive is positive and t.Principal already has maxLive live tasks,
+// it returns mapping.ErrLiveLimit and inserts nothing. A task is live from
+// its creation until an Update makes it terminal or PurgeExpired deletes
+// it: a task whose ExpiresAt has passed still counts until the bridge's
+// sweep (every 10 s by default) purges it. The check reads one counter,
+// whatever the number of tasks, in the write transaction that inserts the
+// row, so concurrent creates (also by other processes on the file) never
+// exceed the limit.
+func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) (err error) {
+	if maxLive <= 0 {
+		if _, err := s.create.ExecContext(ctx, createArgs(t)...); err != nil {
+			return fmt.Errorf("creating task: %w", err)
 		}
-		if n >= int64(maxLive) {
-			return mapping.ErrLiveLimit
-		}
+		return nil
 	}
-	_, err := s.create.ExecContext(ctx,
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("creating task: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var n int64
+	if err := tx.StmtContext(ctx, s.liveCount).QueryRowContext(ctx, t.Principal).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("creating task: counting live tasks: %w", err)
+	}
+	if n >= int64(maxLive) {
+		return mapping.ErrLiveLimit
+	}
+	if _, err := tx.StmtContext(ctx, s.create).ExecContext(ctx, createArgs(t)...); err != nil {
+		return fmt.Errorf("creating task: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("creating task: %w", err)
+	}
+	return nil
+}
+
+// createArgs returns the arguments of createQuery for t.
+func createArgs(t *mapping.Task) []any {
+	return []any{
 		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
 		millis(t.CancelSentAt),
-	)
-	if err != nil {
-		return fmt.Errorf("creating task: %w", err)
 	}
-	return nil
 }
 
 // Get returns the task with key if it belongs to principal and has not
@@ -246,7 +286,10 @@ func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now 
 // Update writes every field of t except Key, Principal and CreatedAt, which
 // never change, if the stored row has t.Version and is not terminal; then it
 // increments t.Version. Otherwise, and for an unknown key, it returns
-// mapping.ErrConflict.
+// mapping.ErrConflict. An Update to a terminal status frees a slot of the
+// stored principal's live-task limit (a trigger, in the same statement);
+// since only a task that is not terminal yet can be updated, that happens
+// once per task.
 func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 	res, err := s.update.ExecContext(ctx,
 		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
@@ -296,20 +339,11 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 	return ts, nil
 }
 
-// CountLive returns how many tasks of principal are neither terminal nor
-// expired at now: the tasks of principal that ListLive would return. It is
-// not part of mapping.Store.
-func (s *Store) CountLive(ctx context.Context, principal string, now time.Time) (int, error) {
-	var n int
-	if err := s.countLive.QueryRowContext(ctx, principal, now.UnixMilli()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting live tasks: %w", err)
-	}
-	return n, nil
-}
-
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
 // Get no longer returns) and returns how many it deleted. It deletes them in
-// one statement, so that an error leaves every row in place.
+// one statement, which also frees the live-task slots of the ones that were
+// still live (a trigger), so that an error leaves every row and count in
+// place.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	res, err := s.purge.ExecContext(ctx, now.UnixMilli())
 	if err != nil {
@@ -326,7 +360,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.get, s.listLive, s.countLive} {
+		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.liveCount, s.get, s.listLive} {
 			if stmt != nil {
 				errs = append(errs, stmt.Close())
 			}

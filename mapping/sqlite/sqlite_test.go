@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -410,7 +411,7 @@ func TestConcurrentLoad(t *testing.T) {
 
 // TestQueriesUseIndexes checks that no query reads the whole table or sorts:
 // Get and PurgeExpired search an index, ListLive walks the live index in
-// order.
+// order, and Create finds a principal's live count by its key.
 func TestQueriesUseIndexes(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -420,8 +421,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}{
 		{"Get", getQuery, []any{[]byte("k"), "p", 0}, []string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (key=?)"}},
 		{"ListLive", listLiveQuery, []any{0, 10}, []string{"SCAN tasks USING INDEX tasks_live"}},
-		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING INDEX tasks_expires_at (expires_at<?)"}},
-		{"CountLive", countLiveQuery, []any{"p", 0}, []string{"SEARCH tasks USING INDEX tasks_principal_live (principal=? AND expires_at>?)"}},
+		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING COVERING INDEX tasks_expires_at (expires_at<?)"}},
+		{"live count", liveCountQuery, []any{"p"}, []string{"SEARCH live_counts USING PRIMARY KEY (principal=?)"}},
 	}
 	s := openTemp(t)
 	for _, tt := range tests {
@@ -480,5 +481,201 @@ func BenchmarkGet(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkCreateWithLiveTasks creates tasks under a live-task limit for a
+// principal that already has 0 or 50,000 live tasks: the cost of enforcing
+// the limit does not grow with them.
+func BenchmarkCreateWithLiveTasks(b *testing.B) {
+	for _, live := range []int{0, 50_000} {
+		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
+			s := openTemp(b)
+			now := time.Now()
+			if live > 0 {
+				if _, err := s.writer.ExecContext(b.Context(), `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+					INSERT INTO tasks (`+columns+`)
+					SELECT randomblob(32), 'alice', 'deploy', '', NULL, '', '', 'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
+						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL
+					FROM n`, live, now.UnixMilli()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Create(b.Context(), task("over-the-limit", now), live); live > 0 && !errors.Is(err, mapping.ErrLiveLimit) {
+				b.Fatalf("Create with %d live tasks and a limit of %d = %v, want ErrLiveLimit", live, live, err)
+			}
+			i := 0
+			for b.Loop() {
+				if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), 1<<30); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// allowedSeq numbers the tasks createsAllowed creates.
+var allowedSeq atomic.Int64
+
+// createsAllowed creates tasks for principal with maxLive until Create
+// refuses with ErrLiveLimit, at most maxLive+1 times, and returns how many
+// it created.
+func createsAllowed(t *testing.T, s *Store, principal string, maxLive int) int {
+	t.Helper()
+	for n := 0; n <= maxLive; n++ {
+		task := task(fmt.Sprintf("allowed-%s-%d", principal, allowedSeq.Add(1)), time.Now())
+		task.Principal = principal
+		err := s.Create(t.Context(), task, maxLive)
+		if errors.Is(err, mapping.ErrLiveLimit) {
+			return n
+		}
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+	}
+	return maxLive + 1
+}
+
+// TestUpgradeCountsLiveTasks opens a file written before the store kept
+// live counts: the tasks already live (expired or not) count against the
+// limit, finished ones do not.
+func TestUpgradeCountsLiveTasks(t *testing.T) {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []schemaStep // the schema of the last build without live counts
+	for _, m := range ms {
+		if m.Name == "0004_live_counts.sql" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(ms) {
+		t.Fatal("no 0004_live_counts.sql migration")
+	}
+
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(t.Context(), db, before); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := []struct {
+		id, principal string
+		status        mapping.Status
+		age           time.Duration
+	}{
+		{"alice-working", "alice", mapping.StatusWorking, 0},
+		{"alice-input", "alice", mapping.StatusInputRequired, 0},
+		{"alice-expired", "alice", mapping.StatusWorking, 2 * time.Hour},
+		{"alice-completed", "alice", mapping.StatusCompleted, 0},
+		{"alice-cancelled", "alice", mapping.StatusCancelled, 0},
+		{"bob-failed", "bob", mapping.StatusFailed, 0},
+		{"carol-working", "carol", mapping.StatusWorking, 0},
+	}
+	for _, o := range old {
+		task := task(o.id, now.Add(-o.age))
+		task.Principal, task.Status = o.principal, o.status
+		if _, err := db.ExecContext(t.Context(), createQuery, createArgs(task)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path)
+	for principal, want := range map[string]int{"alice": 2, "bob": 5, "carol": 4, "dave": 5} {
+		if got := createsAllowed(t, s, principal, 5); got != want {
+			t.Errorf("after the upgrade %s may create %d tasks with a limit of 5, want %d", principal, got, want)
+		}
+	}
+}
+
+// TestLiveLimitAcrossStoresOnOneFile races creations through two stores on
+// one file, as two processes would: the limit holds for both together.
+func TestLiveLimitAcrossStoresOnOneFile(t *testing.T) {
+	const (
+		creators = 50
+		limit    = 10
+	)
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	stores := []*Store{openAt(t, path), openAt(t, path)}
+	now := time.Now()
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		created int
+		errs    []error
+	)
+	for i := range creators {
+		s := stores[i%len(stores)]
+		task := task(fmt.Sprintf("race-%d", i), now)
+		wg.Go(func() {
+			<-start
+			err := s.Create(t.Context(), task, limit)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case !errors.Is(err, mapping.ErrLiveLimit):
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("Create errors other than ErrLiveLimit: %v", errors.Join(errs...))
+	}
+	if created != limit {
+		t.Errorf("%d creates succeeded through two stores, want %d", created, limit)
+	}
+	if n := queryInts(t, stores[0].reader, `SELECT count(*) FROM tasks`); n[0] != limit {
+		t.Errorf("%d tasks stored, want %d", n[0], limit)
+	}
+}
+
+// TestLiveCountsFollowWritesByHand: rows an operator changes or deletes
+// with the sqlite3 shell still count, or stop counting, as they should.
+func TestLiveCountsFollowWritesByHand(t *testing.T) {
+	const limit = 5
+	s := openTemp(t)
+	now := time.Now()
+	for i := range 4 {
+		if _, err := s.writer.ExecContext(t.Context(), createQuery, createArgs(task(fmt.Sprintf("by-hand-%d", i), now))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := task("by-hand-done", now)
+	done.Status = mapping.StatusCompleted
+	if _, err := s.writer.ExecContext(t.Context(), createQuery, createArgs(done)...); err != nil {
+		t.Fatal(err)
+	}
+	if got := createsAllowed(t, s, "alice", limit); got != 1 {
+		t.Fatalf("after 4 live inserts by hand alice may create %d, want 1", got)
+	}
+	for _, q := range []string{
+		`UPDATE tasks SET status = 'cancelled' WHERE correlation_id = 'corr-by-hand-0'`,
+		`UPDATE tasks SET principal = 'bob' WHERE correlation_id = 'corr-by-hand-1'`,
+		`DELETE FROM tasks WHERE correlation_id IN ('corr-by-hand-2', 'corr-by-hand-done')`,
+		// Not a change of liveness: counts nothing.
+		`UPDATE tasks SET status = 'input_required' WHERE correlation_id = 'corr-by-hand-3'`,
+	} {
+		if _, err := s.writer.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for principal, want := range map[string]int{"alice": 3, "bob": limit - 1} {
+		if got := createsAllowed(t, s, principal, limit); got != want {
+			t.Errorf("after the writes by hand %s may create %d, want %d", principal, got, want)
+		}
 	}
 }

@@ -14,7 +14,6 @@
 package storetest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,21 +56,12 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CancelClaim", func(t *testing.T) { testCancelClaim(t, h) })
 	t.Run("ListLive", func(t *testing.T) { testListLive(t, h) })
 	t.Run("PurgeExpired", func(t *testing.T) { testPurgeExpired(t, h) })
+	t.Run("LiveLimit", func(t *testing.T) { testLiveLimit(t, h) })
+	t.Run("LiveLimitConcurrent", func(t *testing.T) { testLiveLimitConcurrent(t, h) })
 	if h.Reopen != nil {
 		t.Run("SurvivesReopen", func(t *testing.T) { testSurvivesReopen(t, h) })
+		t.Run("LiveLimitSurvivesReopen", func(t *testing.T) { testLiveLimitSurvivesReopen(t, h) })
 	}
-	// Optional capabilities: a store that has one must get it right. The
-	// probe is a fresh store, which the case then uses.
-	probe := h.Open(t)
-	if lc, ok := probe.(liveCounter); ok {
-		t.Run("CountLive", func(t *testing.T) { testCountLive(t, probe, lc) })
-	}
-}
-
-// liveCounter is a store that counts a principal's live tasks, as a bridge
-// enforcing a per-principal quota needs.
-type liveCounter interface {
-	CountLive(ctx context.Context, principal string, now time.Time) (int, error)
 }
 
 // base is the suite's clock origin. Its nanoseconds show that fixtures are
@@ -738,74 +728,4 @@ func testSurvivesReopen(t *testing.T, h Harness) {
 		t.Fatalf("Update after reopening: %v", err)
 	}
 	assertStored(t, s, next, at(0))
-}
-
-func testCountLive(t *testing.T, s mapping.Store, lc liveCounter) {
-	now := at(20 * time.Minute)
-
-	working := newTask("alice-working", "alice")
-	inputRequired := newTask("alice-input-required", "alice")
-	inputRequired.Status = mapping.StatusInputRequired
-	expiresLater := newTask("alice-expires-later", "alice")
-	lifetime(expiresLater, at(0), at(30*time.Minute))
-	completed := completedTask("alice-completed", "alice")
-	failed := newTask("alice-failed", "alice")
-	failed.Phase, failed.Status = mapping.PhaseDone, mapping.StatusFailed
-	cancelled := newTask("alice-cancelled", "alice")
-	cancelled.Phase, cancelled.Status = mapping.PhaseDone, mapping.StatusCancelled
-	expired := newTask("alice-expired", "alice")
-	lifetime(expired, at(-2*time.Hour), at(-time.Hour))
-	expiresNow := newTask("alice-expires-now", "alice")
-	lifetime(expiresNow, at(-40*time.Minute), now)
-	bobs := newTask("bob-working", "bob")
-	anon := newTask("anon-working", "")
-
-	count := func(t *testing.T, principal string, now time.Time) int {
-		t.Helper()
-		n, err := lc.CountLive(t.Context(), principal, now)
-		if err != nil {
-			t.Fatalf("CountLive(%q): %v", principal, err)
-		}
-		return n
-	}
-	if n := count(t, "alice", now); n != 0 {
-		t.Fatalf("CountLive on an empty store = %d, want 0", n)
-	}
-	mustCreate(t, s, working, completed, bobs, expired, inputRequired, failed,
-		expiresNow, cancelled, anon, expiresLater)
-
-	tests := []struct {
-		name      string
-		principal string
-		now       time.Time
-		want      int
-	}{
-		{"own live tasks only", "alice", now, 3},
-		{"before any expired", "alice", at(-time.Hour - time.Millisecond), 5},
-		{"after one more expired", "alice", at(30 * time.Minute), 2},
-		{"after every task expired", "alice", at(2 * time.Hour), 0},
-		{"other principal", "bob", now, 1},
-		{"empty principal", "", now, 1},
-		{"principal differing in case", "Alice", now, 0},
-		{"unknown principal", "mallory", now, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if n := count(t, tt.principal, tt.now); n != tt.want {
-				t.Errorf("CountLive(%q) = %d, want %d", tt.principal, n, tt.want)
-			}
-		})
-	}
-
-	// A task that becomes terminal no longer counts.
-	t.Run("after a task finishes", func(t *testing.T) {
-		u := mustGet(t, s, working.Key, "alice", now)
-		u.Phase, u.Status = mapping.PhaseDone, mapping.StatusCompleted
-		if err := s.Update(t.Context(), u); err != nil {
-			t.Fatalf("Update: %v", err)
-		}
-		if n := count(t, "alice", now); n != 2 {
-			t.Errorf("CountLive = %d, want 2", n)
-		}
-	})
 }
