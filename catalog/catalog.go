@@ -3,9 +3,13 @@
 // backend job.
 //
 // Loading reports every problem at once, each as "file:line:col: path:
-// message" (see [Error]); unknown keys are errors; each tool's input schema is
-// checked when the catalog loads, so that a mistake is a clear error rather
-// than a failure at call time.
+// message" (see [Error]); unknown keys are errors; a YAML syntax error is
+// reported at the character that breaks the file; each tool's input schema
+// is checked against the JSON Schema draft 2020-12 meta-schema rules, its
+// defaults against their own schemas, and a REST backend's literal or
+// localhost base_url against the networks the adapter refuses, so that a
+// mistake is a clear error when the catalog loads rather than a failure at
+// call time.
 package catalog
 
 import (

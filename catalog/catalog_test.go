@@ -47,8 +47,9 @@ func TestLoadValid(t *testing.T) {
 		Timeout:           5 * time.Second,
 		MaxRetries:        ptr(2),
 		IdempotencyHeader: "Idempotency-Key",
+		AllowNetworks:     []string{"127.0.0.0/8"},
 	}
-	archive := &rest.BackendConfig{BaseURL: "http://127.0.0.1:9001"}
+	archive := &rest.BackendConfig{BaseURL: "https://archive.example.com"}
 	archive.SetDefaults()
 
 	slowJob := &rest.JobConfig{
@@ -103,7 +104,7 @@ func TestLoadValid(t *testing.T) {
 		},
 		Backends: map[string]*Backend{
 			"jobs":    {Name: "jobs", Type: "rest", REST: jobs, Pos: Position{file, 14, 3}},
-			"archive": {Name: "archive", Type: "rest", REST: archive, Pos: Position{file, 23, 3}},
+			"archive": {Name: "archive", Type: "rest", REST: archive, Pos: Position{file, 24, 3}},
 		},
 		BackendOrder: []string{"jobs", "archive"},
 		Tools: []*Tool{
@@ -113,7 +114,7 @@ func TestLoadValid(t *testing.T) {
 				Description: "Computes slowly for the given number of seconds.",
 				Backend:     "jobs",
 				Task:        TaskRequired,
-				InputSchema: json.RawMessage(`{"additionalProperties":false,"properties":{"label":{"type":"string"},"seconds":{"minimum":0,"type":"number"}},"required":["seconds"],"type":"object"}`),
+				InputSchema: json.RawMessage(`{"additionalProperties":false,"properties":{"label":{"default":"none","type":"string"},"seconds":{"minimum":0,"type":"number"}},"required":["seconds"],"type":"object"}`),
 				// Set by the tool.
 				PollInterval:    time.Second,
 				RefreshInterval: 500 * time.Millisecond,
@@ -123,7 +124,7 @@ func TestLoadValid(t *testing.T) {
 				MissingGrace: time.Minute,
 				Annotations:  &Annotations{ReadOnly: ptr(true), OpenWorld: ptr(false)},
 				REST:         slowJob,
-				Pos:          Position{file, 27, 5},
+				Pos:          Position{file, 28, 5},
 			},
 			{
 				Name:        "delete.file",
@@ -140,7 +141,7 @@ func TestLoadValid(t *testing.T) {
 				MissingGrace:    time.Minute,
 				Annotations:     &Annotations{Destructive: ptr(true), Idempotent: ptr(true)},
 				REST:            deleteJob,
-				Pos:             Position{file, 64, 5},
+				Pos:             Position{file, 65, 5},
 			},
 		},
 	}
@@ -153,7 +154,7 @@ func TestParseDefaults(t *testing.T) {
 	src := `
 version: 1
 backends:
-  jobs: {type: rest, base_url: "http://127.0.0.1:9000"}
+  jobs: {type: rest, base_url: "https://jobs.example.com"}
 tools:
   - name: a
     description: A.
@@ -203,6 +204,51 @@ tools:
 	}
 	if c.Server.Name != "jobbridge" {
 		t.Errorf("Server.Name = %q, want %q", c.Server.Name, "jobbridge")
+	}
+}
+
+// TestLoadValidFixtures checks that every testdata/valid*.yaml loads: in
+// particular that the schema checks accept the whole draft 2020-12
+// vocabulary (valid-schema-keywords.yaml) and defaults that satisfy their
+// schemas.
+func TestLoadValidFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/valid*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no valid fixtures: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
+			if _, err := Load(file); err != nil {
+				t.Errorf("Load(%s):\n%v", file, err)
+			}
+		})
+	}
+}
+
+// TestInputSchemaKeepsDefaults checks that a tool's input schema, as the
+// bridge reads it, carries each property's default, so that it can be
+// applied to an omitted argument.
+func TestInputSchemaKeepsDefaults(t *testing.T) {
+	c, err := Load("testdata/valid-schema-keywords.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(c.Tool("everything").InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for name, p := range schema.Properties {
+		if m, isMap := p.(map[string]any); isMap && m["default"] != nil {
+			d := m["default"]
+			got[name] = d
+		}
+	}
+	want := map[string]any{"port": 8080.0, "replicas": 2.0, "mode": "fast"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -319,7 +365,7 @@ func TestErrorsHideHeaderValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := "version: 1\nbackends:\n  jobs:\n    type: rest\n    base_url: http://127.0.0.1:9000\n    headers: " + tt.headers + "\n"
+			src := "version: 1\nbackends:\n  jobs:\n    type: rest\n    base_url: https://jobs.example.com\n    headers: " + tt.headers + "\n"
 			_, err := Parse("secret.yaml", []byte(src))
 			if err == nil {
 				t.Fatal("Parse succeeded, want errors")

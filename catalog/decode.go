@@ -28,6 +28,9 @@ type decoder struct {
 	// pos holds the position of every node decoded so far by its path, so
 	// that problems found after decoding can point at a line and column.
 	pos map[string]Position
+	// keyPos holds the position of the key of every mapping entry decoded
+	// so far by the entry's path, for problems with a key itself.
+	keyPos map[string]Position
 	// failed holds the paths at which decoding reported a problem.
 	failed map[string]bool
 	// expanding holds the alias targets being decoded, to stop cycles.
@@ -45,6 +48,7 @@ func newDecoder(file string, budget int) *decoder {
 	return &decoder{
 		file:      file,
 		pos:       map[string]Position{},
+		keyPos:    map[string]Position{},
 		failed:    map[string]bool{},
 		expanding: map[*yaml.Node]bool{},
 		budget:    budget,
@@ -74,6 +78,7 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 func (d *decoder) record(path string, key, val *yaml.Node) {
 	n := val
 	if key != nil {
+		d.keyPos[path] = d.position(key)
 		if r := resolved(val); r != nil && (r.Kind == yaml.MappingNode || r.Kind == yaml.SequenceNode) {
 			n = key
 		}
@@ -95,6 +100,15 @@ func (d *decoder) at(path string) Position {
 		}
 		path = path[:i]
 	}
+}
+
+// keyAt returns the position of the key of the mapping entry at path, or
+// the position of its value when it has no key (a sequence item).
+func (d *decoder) keyAt(path string) Position {
+	if p, ok := d.keyPos[path]; ok {
+		return p
+	}
+	return d.at(path)
 }
 
 // resolved follows aliases (yaml.v3 never aliases an alias).

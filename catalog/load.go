@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -252,7 +251,7 @@ func (l *loader) parse(data []byte) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			l.errorAt(Position{File: l.file, Line: 1, Column: 1}, "", errors.New("the catalog is empty"))
 		} else {
-			l.syntaxError(err)
+			l.syntaxError(data, err)
 		}
 		return nil
 	}
@@ -260,7 +259,7 @@ func (l *loader) parse(data []byte) *yaml.Node {
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		l.syntaxError(err)
+		l.syntaxError(data, err)
 		return nil
 	default:
 		l.errorAt(l.position(&extra), "", errors.New("the file holds more than one YAML document"))
@@ -271,21 +270,6 @@ func (l *loader) parse(data []byte) *yaml.Node {
 		return root.Content[0]
 	}
 	return &root
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// syntaxError reports a YAML parser error, at its line when it says one.
-func (l *loader) syntaxError(err error) {
-	msg := err.Error()
-	pos := Position{File: l.file}
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		pos.Line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-	}
-	l.errorAt(pos, "", fmt.Errorf("invalid YAML: %s", msg))
 }
 
 // backends decodes the `backends:` mapping.
@@ -332,6 +316,7 @@ func (l *loader) backends(n *yaml.Node) (map[string]*Backend, []string) {
 		switch b.Type {
 		case "rest":
 			b.REST = decodeBlock[rest.BackendConfig](l, p.val, path, "type")
+			l.fieldErrors(path, b.REST.CheckAddress())
 		case "aws_batch":
 			b.AWSBatch = decodeBlock[awsbatch.BackendConfig](l, p.val, path, "type")
 		case "github_actions":
@@ -461,12 +446,8 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 		switch {
 		case strings.TrimSpace(te.Confirm.Message) == "":
 			l.invalid(p, errors.New("required"))
-		case props != nil:
-			for _, name := range argRefs(te.Confirm.Message) {
-				if !props[name] {
-					l.invalid(p, fmt.Errorf("placeholder {args.%s} names no property of the input schema", name))
-				}
-			}
+		default:
+			l.confirmPlaceholders(p, te.Confirm.Message, props)
 		}
 	}
 
@@ -517,7 +498,7 @@ func decodeJob[T any, PT interface {
 				continue
 			}
 			at, pos := l.findText(n, path, "{args."+name+"}")
-			l.errorAt(pos, at, fmt.Errorf("placeholder {args.%s} names no property of the input schema", name))
+			l.errorAt(pos, at, noProperty(name, props))
 		}
 	}
 	return job

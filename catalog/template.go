@@ -7,17 +7,41 @@ import (
 	"strings"
 )
 
-// argRefs returns the names NAME of the {args.NAME} placeholders in s, in
-// order. The syntax is the REST adapter's: a placeholder is "{name}" where
-// name is letters, digits and "_.-"; other braces are literal text.
-func argRefs(s string) []string {
-	var names []string
-	for _, ph := range placeholders(s) {
-		if name, ok := strings.CutPrefix(ph.name, "args."); ok && name != "" {
-			names = append(names, name)
+// confirmPlaceholders checks the placeholders of the confirmation message
+// at path: the prompt is shown before the job exists, so only {args.NAME}
+// can be filled, and NAME must be a property of the input schema (props; nil
+// when the schema is unusable).
+func (l *loader) confirmPlaceholders(path, msg string, props map[string]bool) {
+	for _, ph := range placeholders(msg) {
+		name, isArg := strings.CutPrefix(ph.name, "args.")
+		switch {
+		case !isArg:
+			hint := ""
+			if first, rest, ok := strings.Cut(ph.name, "."); ok && rest != "" && editDistance(strings.ToLower(first), "args") <= 2 {
+				hint = fmt.Sprintf(" (did you mean {args.%s}?)", rest)
+			} else if props[ph.name] {
+				hint = fmt.Sprintf(" (did you mean {args.%s}?)", ph.name)
+			}
+			l.invalid(path, fmt.Errorf("placeholder {%s} cannot be filled in a confirmation, which is shown before the job exists: only {args.NAME} can%s", ph.name, hint))
+		case name == "" || strings.Contains(name, "."):
+			l.invalid(path, fmt.Errorf("placeholder {%s} has an invalid argument name", ph.name))
+		case props != nil && !props[name]:
+			l.invalid(path, noProperty(name, props))
 		}
 	}
-	return names
+}
+
+// noProperty is the error for a placeholder {args.NAME} whose NAME is not
+// one of the input schema's properties props.
+func noProperty(name string, props map[string]bool) error {
+	names := sortedKeys(props)
+	switch best := closest(name, names); {
+	case best != "":
+		return fmt.Errorf("placeholder {args.%s} names no property of the input schema (did you mean {args.%s}?)", name, best)
+	case len(names) == 0:
+		return fmt.Errorf("placeholder {args.%s} names no property of the input schema, which declares none", name)
+	}
+	return fmt.Errorf("placeholder {args.%s} names no property of the input schema (properties: %s)", name, strings.Join(names, ", "))
 }
 
 // placeholder is one "{name}" in a template, at s[start:end].

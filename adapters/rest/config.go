@@ -255,6 +255,7 @@ func (c *JobConfig) Validate() error {
 
 	add(checkCall("status", &c.Status.Call, after, getOnly)...)
 	add(checkStatus(&c.Status, after)...)
+	add(c.checkJSONPaths()...)
 
 	if c.Cancel != nil {
 		add(checkCall("cancel", c.Cancel, after, anyMethod)...)
@@ -265,7 +266,7 @@ func (c *JobConfig) Validate() error {
 		add(checkCall("respond", c.Respond, respond, anyMethod)...)
 	}
 	if c.Find != nil {
-		add(checkCall("find", &c.Find.Call, scope{}, getOnly)...)
+		add(checkCall("find", &c.Find.Call, scope{noArgs: true}, getOnly)...)
 		if c.Find.Field == "" {
 			add(adapters.Fieldf("find.field", "required"))
 		}
@@ -330,9 +331,10 @@ func (c *JobConfig) laterCalls() []namedCall {
 	return calls
 }
 
-// scope says which placeholders a template may use; {args.NAME} and
-// {correlation_id} are always allowed.
+// scope says which placeholders a template may use; {correlation_id} is
+// always allowed, and {args.NAME} unless noArgs is set.
 type scope struct {
+	noArgs   bool // no {args.NAME}: find is sent with the correlation ID only
 	job      bool // {job.id}
 	location bool // {job.location}
 	answers  bool // {answers}
@@ -344,6 +346,9 @@ func (s scope) allows(name string) error {
 	case strings.HasPrefix(name, argsPrefix):
 		if !validArgName(strings.TrimPrefix(name, argsPrefix)) {
 			return fmt.Errorf("placeholder {%s} has an invalid argument name", name)
+		}
+		if s.noArgs {
+			return fmt.Errorf("placeholder {%s} cannot be filled here: find looks a job up after a submission whose outcome is unknown, and has only {%s}", name, phCorrelationID)
 		}
 		return nil
 	case name == phCorrelationID:
@@ -372,7 +377,7 @@ func (s scope) allows(name string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown placeholder {%s}", name)
+	return unknownPlaceholder(name)
 }
 
 type methodRule int

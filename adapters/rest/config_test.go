@@ -149,6 +149,15 @@ func TestJobValidate(t *testing.T) {
 		{"link with answers", func(c *JobConfig) { c.Status.Links["Job"] = "{base_url}/{answers}" }, []string{"status.links.Job"}},
 		{"find without field", func(c *JobConfig) { c.Find.Field = "" }, []string{"find.field"}},
 		{"find with job ID", func(c *JobConfig) { c.Find.Path = "/jobs/{job.id}" }, []string{"find.path"}},
+		{"find with an argument", func(c *JobConfig) { c.Find.Query["team"] = "{args.team}" }, []string{"find.query.team"}},
+		{"find path with an argument", func(c *JobConfig) { c.Find.Path = "/teams/{args.team}/jobs" }, []string{"find.path"}},
+		{"placeholder in job_id field", func(c *JobConfig) { c.JobID = JobIDConfig{Field: "{args.kind}.id"}; c.Find = nil }, []string{"job_id.field"}},
+		{"placeholder in status field", func(c *JobConfig) { c.Status.Field = "jobs.{job.id}.status" }, []string{"status.field"}},
+		{"placeholder in find field", func(c *JobConfig) { c.Find.Field = "jobs.{correlation_id}.id" }, []string{"find.field"}},
+		{"placeholder in result path", func(c *JobConfig) { c.Status.Result.Text = "{args.out}" }, []string{"status.result.text"}},
+		{"placeholder in message path", func(c *JobConfig) { c.Status.Message = "msg.{job.id}" }, []string{"status.message"}},
+		{"JSON path multipath braces", func(c *JobConfig) { c.Status.Result.Structured = "{id,status}" }, nil},
+		{"unknown state", func(c *JobConfig) { c.Status.States["DONE"] = "completed" }, []string{"status.states.DONE"}},
 		{"literal braces", func(c *JobConfig) {
 			c.Start.Body = map[string]any{"script": "echo ${HOME} { not a placeholder }"}
 		}, nil},
@@ -223,5 +232,96 @@ func TestNewReportsToolErrors(t *testing.T) {
 	}
 	if want := `rest backend "jobs": tool "broken": status.field: required`; err.Error() != want {
 		t.Errorf("New error = %q, want %q", err, want)
+	}
+}
+
+// TestPlaceholderMessages checks what a catalog author is told about a
+// placeholder that cannot be filled where it is written.
+func TestPlaceholderMessages(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*JobConfig)
+		want   string
+	}{
+		{"misspelled args", func(c *JobConfig) { c.Start.Query = map[string]string{"a": "{arg.team}"} },
+			"start.query.a: unknown placeholder {arg.team} (did you mean {args.team}?)"},
+		{"misspelled correlation ID", func(c *JobConfig) { c.Start.Query = map[string]string{"a": "{correlationid}"} },
+			"start.query.a: unknown placeholder {correlationid} (did you mean {correlation_id}?)"},
+		{"job_id for job.id", func(c *JobConfig) { c.Status.Path = "/jobs/{job_id}" },
+			"status.path: unknown placeholder {job_id} (did you mean {job.id}?)"},
+		{"nothing close", func(c *JobConfig) { c.Status.Path = "/jobs/{whatever}" },
+			"status.path: unknown placeholder {whatever} (known: {args.NAME}, {correlation_id}, {job.id}, {job.location}, {answers}, {base_url})"},
+		{"job ID in start", func(c *JobConfig) { c.Start.Path = "/jobs/{job.id}" },
+			"start.path: placeholder {job.id} is not known here (the job does not exist yet)"},
+		{"argument in find", func(c *JobConfig) { c.Find.Query["team"] = "{args.team}" },
+			"find.query.team: placeholder {args.team} cannot be filled here: find looks a job up after a submission whose outcome is unknown, and has only {correlation_id}"},
+		{"answers outside respond", func(c *JobConfig) { c.Start.Body = map[string]any{"a": "{answers}"} },
+			"start.body.a: placeholder {answers} is only allowed in the respond body"},
+		{"placeholder in a JSON path", func(c *JobConfig) { c.Status.Field = "jobs.{job.id}.status" },
+			"status.field: a JSON path takes no placeholders: {job.id} would not be filled in (the path is applied to the answer as written)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := loadJob(t)
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckAddress checks that a base_url the adapter would refuse at every
+// connect is reported before the server starts, with the network to allow.
+func TestCheckAddress(t *testing.T) {
+	tests := []struct {
+		name, baseURL string
+		allow         []string
+		want          string // "" for no problem
+	}{
+		{"public address", "https://93.184.215.14/api", nil, ""},
+		{"name, not resolved", "https://jobs.internal.example", nil, ""},
+		{"loopback", "http://127.0.0.1:9000/", nil,
+			"base_url: host 127.0.0.1 is in 127.0.0.0/8, a loopback range, which the adapter refuses by default; add 127.0.0.0/8 to allow_networks to permit it"},
+		{"loopback allowed", "http://127.0.0.1:9000/", []string{"127.0.0.0/8"}, ""},
+		{"loopback allowed narrowly", "http://127.0.0.1:9000/", []string{"127.0.0.1/32"}, ""},
+		{"localhost", "http://localhost:9000/", nil,
+			"base_url: host localhost is this machine's loopback interface (127.0.0.0/8, ::1), which the adapter refuses by default; add 127.0.0.0/8 to allow_networks to permit it"},
+		{"localhost with final dot", "http://LOCALHOST.:9000/", nil,
+			"base_url: host LOCALHOST. is this machine's loopback interface (127.0.0.0/8, ::1), which the adapter refuses by default; add 127.0.0.0/8 to allow_networks to permit it"},
+		{"subdomain of localhost", "http://api.localhost/", nil,
+			"base_url: host api.localhost is this machine's loopback interface (127.0.0.0/8, ::1), which the adapter refuses by default; add 127.0.0.0/8 to allow_networks to permit it"},
+		{"localhost allowed over IPv6", "http://localhost/", []string{"::1/128"}, ""},
+		{"private, other network allowed", "http://192.168.1.10/", []string{"10.0.0.0/8"},
+			"base_url: host 192.168.1.10 is in 192.168.0.0/16, a private range, which the adapter refuses by default; add 192.168.0.0/16 to allow_networks to permit it"},
+		{"cloud metadata", "http://169.254.169.254/latest", nil,
+			"base_url: host 169.254.169.254 is in 169.254.0.0/16, a link-local range, which the adapter refuses by default; add 169.254.0.0/16 to allow_networks to permit it"},
+		{"CGNAT", "http://100.64.0.1/", nil,
+			"base_url: host 100.64.0.1 is in 100.64.0.0/10, a shared address space (CGNAT) range, which the adapter refuses by default; add 100.64.0.0/10 to allow_networks to permit it"},
+		{"IPv6 ULA", "http://[fd00::1]/", nil,
+			"base_url: host fd00::1 is in fc00::/7, a unique local (ULA) range, which the adapter refuses by default; add fc00::/7 to allow_networks to permit it"},
+		{"IPv4-mapped", "http://[::ffff:10.0.0.1]/", nil,
+			"base_url: host ::ffff:10.0.0.1 is in 10.0.0.0/8, a private range, which the adapter refuses by default; add 10.0.0.0/8 to allow_networks to permit it"},
+		{"NAT64 embedding loopback", "http://[64:ff9b::7f00:1]/", nil,
+			"base_url: host 64:ff9b::7f00:1 embeds 127.0.0.1, which is in 127.0.0.0/8, a loopback range, refused by default; add 127.0.0.0/8 to allow_networks to permit it"},
+		{"invalid base_url left to Validate", "ftp://127.0.0.1/", nil, ""},
+		{"invalid allow_networks left to Validate", "http://127.0.0.1/", []string{"intranet"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := BackendConfig{BaseURL: tt.baseURL, AllowNetworks: tt.allow}
+			got := ""
+			if err := c.CheckAddress(); err != nil {
+				var fe *adapters.FieldError
+				if !errors.As(err, &fe) || fe.Path != "base_url" {
+					t.Errorf("CheckAddress() = %v, want a FieldError at base_url", err)
+				}
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("CheckAddress() = %q\nwant %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -325,7 +325,7 @@ func TestAllowNetworksReachesBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref, err := a.Start(t.Context(), startReq(nil))
+			ref, err := a.Start(t.Context(), startReq(map[string]any{"project": "p"}))
 			if got := err == nil; got != tt.want {
 				t.Fatalf("Start = %v, %v; want success %v", ref, err, tt.want)
 			}
@@ -339,7 +339,7 @@ func TestAllowNetworksReachesBackend(t *testing.T) {
 // TestNoRedirectsOrForeignLocations checks that an allowed backend cannot
 // send the adapter elsewhere: redirects are not followed (not even to its
 // own address on another port) and an absolute Location on another origin
-// is not used for later calls.
+// is refused as soon as the start answer is read.
 func TestNoRedirectsOrForeignLocations(t *testing.T) {
 	target := listenCounting(t, "127.0.0.1:0")
 	elsewhere := fmt.Sprintf("http://127.0.0.1:%d/jobs/1", target.port())
@@ -369,13 +369,8 @@ func TestNoRedirectsOrForeignLocations(t *testing.T) {
 	if _, err := a.Start(t.Context(), startReq(map[string]any{"mode": "redirect"})); err == nil {
 		t.Error("Start answered by a 307 succeeded, want an error")
 	}
-	ref, err := a.Start(t.Context(), startReq(map[string]any{"mode": "located"}))
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	obs, _ := a.Poll(t.Context(), []adapters.JobRef{ref})
-	if obs[0].Err == nil {
-		t.Errorf("Poll of a job located on another origin observed %v, want an error", obs[0].State)
+	if _, err := a.Start(t.Context(), startReq(map[string]any{"mode": "located"})); !errors.Is(err, adapters.ErrJobUnaddressable) {
+		t.Errorf("Start answered with a Location on another origin = %v, want an error wrapping ErrJobUnaddressable", err)
 	}
 
 	// A status call answered by a redirect is an error, not followed.
@@ -385,7 +380,7 @@ func TestNoRedirectsOrForeignLocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, _ = b.Poll(t.Context(), []adapters.JobRef{testRef("1")})
+	obs, _ := b.Poll(t.Context(), []adapters.JobRef{testRef("1")})
 	if obs[0].Err == nil {
 		t.Errorf("Poll answered by a 302 observed %v, want an error", obs[0].State)
 	}

@@ -2,6 +2,8 @@ package rest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +23,18 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/tidwall/gjson"
+
+	"github.com/jobbridge/jobbridge/adapters"
 )
 
 // maxBody bounds how much of a response the adapter reads.
 const maxBody = 1 << 20
 
 // maxAPIText bounds the backend error text quoted in an error.
-const maxAPIText = 300
+const maxAPIText = 500
+
+// maxExcerpt bounds the excerpt of an unusable answer quoted in an error.
+const maxExcerpt = 300
 
 // newHTTPClient returns the client all requests go through: base's
 // transport, no redirects, and the per-request timeout. An *http.Transport
@@ -71,6 +78,10 @@ type sendRecordKey struct{}
 // recordingTransport fills in the request's sendRecord. An attempt certainly
 // did not reach the server when dialling failed, or, with a transport that
 // reports connection events, when it never got a connection.
+//
+// It deliberately has no CloseIdleConnections method: go-retryablehttp
+// calls the client's after every failed or cancelled request, which would
+// otherwise drop the idle connections the other requests of a Poll share.
 type recordingTransport struct {
 	base   http.RoundTripper
 	traced bool
@@ -102,38 +113,138 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// checkRetry is the retry policy of safe requests: go-retryablehttp's
-// default (connection errors, 429, 5xx except 501), except that a
-// Retry-After longer than the longest wait ends the retries, and an address
-// the egress rules refuse is not tried again.
-func (a *Adapter) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if d, ok := throttleWait(resp); ok && d > a.retryWaitMax {
-		return false, nil
+// retryable reports whether an attempt of a safe request may be repeated:
+// after a connection error (but not a refused address or certificate, which
+// would fail again) and after a 5xx other than 501. A 429, and a 503 with
+// Retry-After, are throttling: the adapter reports them at once (see
+// [Adapter.throttle]) and never repeats them, so that the bridge can pause
+// every call to the backend instead of one request sleeping on it.
+func retryable(ctx context.Context, resp *http.Response, err error) bool {
+	if ctx.Err() != nil {
+		return false
 	}
-	if errors.Is(err, ErrAddressDenied) {
-		return false, nil
+	if err != nil {
+		var cert *tls.CertificateVerificationError
+		var unknownCA x509.UnknownAuthorityError
+		var hostname x509.HostnameError
+		return !errors.Is(err, ErrAddressDenied) && !errors.As(err, &cert) &&
+			!errors.As(err, &unknownCA) && !errors.As(err, &hostname)
 	}
-	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	if isThrottle(resp) {
+		return false
+	}
+	return resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented
 }
 
-// backoff waits as long as Retry-After asks on 429 and 503, otherwise
-// exponentially with jitter.
-func (a *Adapter) backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
-	if d, ok := throttleWait(resp); ok {
-		return min(d, hi)
-	}
-	d := lo << min(attempt, 20)
-	if d <= 0 || d > hi {
-		d = hi
+// backoff is the wait before retry attempt+1 (attempt counts from 0):
+// exponential from retryWaitMin, capped at retryWaitMax, with equal jitter
+// (a uniformly random wait between half and all of it), so that the
+// retries of many requests spread out instead of arriving together.
+func (a *Adapter) backoff(attempt int) time.Duration {
+	d := a.retryWaitMin << min(attempt, 20)
+	if d <= 0 || d > a.retryWaitMax {
+		d = a.retryWaitMax
 	}
 	return d/2 + rand.N(d/2+1)
 }
 
-func throttleWait(resp *http.Response) (time.Duration, bool) {
-	if resp == nil || resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
+// do sends req through go-retryablehttp: while [retryable] allows and
+// retries remain (RetryMax), it sends it again after [Adapter.backoff]. It
+// never starts a wait that would outlast ctx's deadline: it returns the last
+// answer instead. When ctx ends during a wait it returns ctx's error at once
+// (the library's own ctx handling). giveUp, when set, is shared by the
+// requests of one Poll: once one of them has used its retries without an
+// answer, the others are not repeated either, and it is set then.
+//
+// After the last try the answer is returned as it is (a 5xx response with a
+// nil error, or the connection error), not as go-retryablehttp's "giving
+// up" error. The answer returned has an open body; an error may come with a
+// response, whose body is closed by closeBody.
+func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http.Response, error) {
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading request body: %w", err)
 	}
-	return parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	p := &retryPolicy{a: a, retries: retries, giveUp: giveUp}
+	c := &retryablehttp.Client{
+		HTTPClient:   a.once,
+		RetryWaitMin: a.retryWaitMin,
+		RetryWaitMax: a.retryWaitMax,
+		RetryMax:     retries,
+		CheckRetry:   p.checkRetry,
+		Backoff:      p.backoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	return c.Do(rreq)
+}
+
+// retryPolicy holds the go-retryablehttp hooks of one request, and what they
+// share: the number of tries so far and the wait checkRetry has chosen.
+// The library calls the hooks of one request one at a time.
+type retryPolicy struct {
+	a       *Adapter
+	retries int
+	giveUp  *atomic.Bool // shared by the requests of one Poll; may be nil
+
+	tries int           // tries answered so far
+	wait  time.Duration // the wait before the next try, chosen by checkRetry
+}
+
+// checkRetry is the CheckRetry hook. Besides [retryable], it stops retrying
+// when the other requests of the Poll have given up, and when the wait
+// before the next try would outlast ctx's deadline; it then returns false,
+// so that the library returns this answer. When retries remain it chooses
+// the wait (which backoff returns) and drains the unused answer so that its
+// connection can be reused. After the last try it returns true and leaves
+// it to RetryMax to stop and to the ErrorHandler to return the answer.
+func (p *retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	attempt := p.tries
+	p.tries++
+	if !retryable(ctx, resp, err) {
+		return false, nil
+	}
+	if attempt >= p.retries {
+		if p.giveUp != nil && p.retries > 0 {
+			p.giveUp.Store(true)
+		}
+		return true, nil
+	}
+	if p.giveUp != nil && p.giveUp.Load() {
+		return false, nil
+	}
+	p.wait = p.a.backoff(attempt)
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < p.wait {
+		return false, nil
+	}
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	}
+	return true, nil
+}
+
+// backoff is the Backoff hook: the wait checkRetry chose for this retry.
+func (p *retryPolicy) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
+	return p.wait
+}
+
+// isThrottle reports a throttling answer: a 429, or a 503 that says when
+// to come back (Retry-After).
+func isThrottle(resp *http.Response) bool {
+	if resp == nil {
+		return false
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return true
+	}
+	_, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return resp.StatusCode == http.StatusServiceUnavailable && ok
+}
+
+// throttle describes a throttling answer as an [adapters.ThrottledError]
+// carrying the Retry-After pause (zero when the backend did not say).
+func (a *Adapter) throttle(resp *http.Response, body []byte) error {
+	d, _ := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return &adapters.ThrottledError{RetryAfter: d, Err: errors.New(a.statusText(resp, body))}
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
@@ -155,17 +266,14 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return max(t.Sub(now), 0), true
 }
 
-// sendRetried sends a safe call, retrying it, and reads the answer.
-func (a *Adapter) sendRetried(ctx context.Context, c *call, v *values) (*http.Response, []byte, error) {
+// sendSafe sends a safe call (a GET), retried as [Adapter.do] allows, and
+// reads the answer.
+func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int, giveUp *atomic.Bool) (*http.Response, []byte, error) {
 	req, err := a.newRequest(ctx, c, v)
 	if err != nil {
 		return nil, nil, err
 	}
-	rreq, err := retryablehttp.FromRequest(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	resp, err := a.retry.Do(rreq)
+	resp, err := a.do(req, retries, giveUp)
 	if err != nil {
 		closeBody(resp)
 		return nil, nil, err
@@ -177,27 +285,7 @@ func (a *Adapter) sendRetried(ctx context.Context, c *call, v *values) (*http.Re
 	return resp, body, nil
 }
 
-// sendOnce sends a call that is not retried and for which 404, 409 and 410
-// mean "the job is already finished": cancel and respond.
-func (a *Adapter) sendOnce(ctx context.Context, c *call, v *values) error {
-	req, err := a.newRequest(ctx, c, v)
-	if err != nil {
-		return err
-	}
-	resp, err := a.once.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := readBody(resp) // only quoted in an error
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300, code == http.StatusNotFound, code == http.StatusConflict, code == http.StatusGone:
-		return nil
-	}
-	return errors.New(a.statusText(resp, body))
-}
-
-// closeBody closes the body of a response that came with an error, as
-// go-retryablehttp's pass-through error handler can return both.
+// closeBody closes the body of a response that came with an error.
 func closeBody(resp *http.Response) {
 	if resp != nil {
 		resp.Body.Close()
@@ -227,10 +315,36 @@ func (a *Adapter) statusText(resp *http.Response, body []byte) string {
 	return s
 }
 
+// excerpt is a short, redacted, printable extract of an answer for an
+// error message.
+func (a *Adapter) excerpt(body []byte) string {
+	if s := a.redactor.clean(string(body), maxExcerpt); s != "" {
+		return s
+	}
+	return "(empty)"
+}
+
+// reasonError is an error of a kind (one of the adapters sentinels) whose
+// text is a reason written for people, without the kind's own text.
+type reasonError struct {
+	kind error
+	msg  string
+}
+
+func reasonf(kind error, format string, args ...any) error {
+	return &reasonError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *reasonError) Error() string { return e.msg }
+func (e *reasonError) Unwrap() error { return e.kind }
+
 // apiText picks the error message out of an error answer.
 func apiText(body []byte) string {
 	if gjson.ValidBytes(body) {
-		for _, p := range []string{"error.message", "message", "error", "detail", "title", "errors.0.message"} {
+		for _, p := range []string{
+			"error.message", "message", "error", "detail", "detail.0.msg",
+			"errors.0.message", "errors.0.detail", "error_description", "title",
+		} {
 			if r := gjson.GetBytes(body, p); r.Type == gjson.String && r.String() != "" {
 				return r.String()
 			}

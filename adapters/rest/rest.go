@@ -6,8 +6,10 @@
 //
 // Every request stays under the backend's base_url: tool arguments only fill
 // escaped path segments, query values, header values and body values, and the
-// adapter refuses a rendered URL that would leave base_url. Header values from
-// the configuration are secrets; they never appear in errors or logs.
+// adapter refuses a rendered URL that would leave base_url, also when its
+// escaped separators ("%2F"), backslashes ("\" or "%5C") and dot segments
+// are read as a lenient server reads them. Header values from the
+// configuration are secrets; they never appear in errors or logs.
 //
 // Egress is restricted at connect time: the dialer checks the address it is
 // about to connect to, after name resolution, and refuses loopback, private,
@@ -16,11 +18,73 @@
 // backend's allow_networks lists them. Redirects are never followed, and
 // proxy environment variables are ignored.
 //
-// A start request is sent once: a submission whose outcome is unknown is
-// reported as such (wrapping [adapters.ErrOutcomeUnknown]) and never re-sent,
-// unless the backend declares an idempotency header. Status and find requests
-// are GETs and are retried on connection errors, 429 and 5xx, honouring
-// Retry-After.
+// # Starting a job
+//
+// A start request is sent once: a submission whose outcome is unknown (a
+// timeout, a connection lost after the request was written, a 5xx, a
+// redirect) is reported as such (wrapping [adapters.ErrOutcomeUnknown]) and
+// never re-sent, unless the backend declares an idempotency header, in which
+// case it is repeated on connection errors and 5xx like a status request.
+// A start answered 429 certainly created no job: it is reported as
+// throttling (see below). A start refused with another 4xx (except 408) is
+// an error whose text carries the backend's own message: a JSON "message",
+// "error", "detail" (or similar) field when there is one, else the answer's
+// text, redacted and cut to 500 bytes.
+//
+// A start answered 2xx created a job. When the answer does not say how to
+// address it (job_id.field is missing, empty, or not a string or number;
+// job_id.from_location and no Location header), or names a reference later
+// calls would refuse (a Location on another origin or outside base_url, a
+// job ID "." or "..", or one containing "/", "\", control characters or
+// invalid UTF-8), Start returns an error wrapping
+// [adapters.ErrJobUnaddressable] that names what was wrong, the HTTP status
+// and a redacted excerpt of the answer (at most 300 bytes).
+//
+// # Observing a job
+//
+// Status and find requests are GETs. They are repeated on connection errors
+// and 5xx answers (except 501), up to the backend's max_retries times, after
+// an exponential backoff with jitter (a random wait between half and all of
+// min(RetryWaitMin×2ⁿ, RetryWaitMax)); the adapter never starts a wait that
+// would outlast ctx's deadline, and returns as soon as ctx ends. Once one
+// status request of a Poll has used up its retries without an answer, the
+// others of that Poll are not repeated. So a Poll of N jobs sends N requests
+// in calm weather and at most N × (1 + max_retries) in a storm of 5xx
+// answers.
+//
+// A status answer must be JSON with the configured status field holding a
+// string or a number; otherwise the job's observation fails with an error
+// wrapping [adapters.ErrUnreadableStatus] that says what is wrong (the field
+// is missing, or is an object, an array, a boolean or null), with the HTTP
+// status and an excerpt of the answer. A status value that is not in the
+// states table keeps the job working and is logged.
+//
+// # Throttling
+//
+// A 429 answer to any request, and a 503 with a Retry-After header to any
+// request except a start, is throttling: the request is not repeated inside
+// the adapter, and the error wraps an [adapters.ThrottledError] carrying the
+// Retry-After pause (delay seconds or an HTTP date; zero when absent). A
+// throttled status request ends the whole Poll with that error, so that the
+// bridge pauses every call to the backend. (A 503 to a start stays an unknown
+// outcome, Retry-After or not: the backend may have acted on it.)
+//
+// # Cancelling a job
+//
+// The cancel call's method is POST unless the catalog says otherwise; it is
+// sent once. A 2xx answer is success. A 404, 409 or 410 answer is checked
+// with one status request: when the job has finished (a final state) or is
+// gone (404 or 410), Cancel returns an error wrapping
+// [adapters.ErrAlreadyFinished]; when it is still working or waiting for
+// input, an error wrapping [adapters.ErrCancelRefused] with the backend's
+// message; when the status cannot be read, a plain error (ask again later).
+// Another 4xx answer (except 429) is a refusal ([adapters.ErrCancelRefused]
+// with the backend's message). A 5xx answer or a connection error is a plain
+// error: the backend could not be asked. A tool without a cancel block
+// records the cancellation in the bridge only.
+//
+// The adapter reports no finish time ([adapters.Observation.FinishedAt]):
+// a generic REST API has no standard field for it.
 package rest
 
 import (
@@ -37,9 +101,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/hashicorp/go-retryablehttp"
 	"github.com/tidwall/gjson"
 	"golang.org/x/sync/errgroup"
 
@@ -67,8 +133,10 @@ type Options struct {
 	// Getenv resolves ${NAME} in header values. Default: os.LookupEnv.
 	Getenv func(string) (string, bool)
 	// RetryWaitMin and RetryWaitMax bound the backoff between retries of a
-	// safe request (defaults 250ms and 5s). A Retry-After longer than
-	// RetryWaitMax ends the retries instead of sleeping.
+	// request that may be repeated (defaults 250ms and 5s): before retry n
+	// (from 0) the adapter waits a random duration between half and all of
+	// min(RetryWaitMin×2ⁿ, RetryWaitMax). Throttling answers are never
+	// retried, so Retry-After does not lengthen these waits.
 	RetryWaitMin time.Duration
 	RetryWaitMax time.Duration
 }
@@ -82,10 +150,11 @@ type Adapter struct {
 	idempotency string
 	tools       map[string]*tool
 
-	once         *http.Client          // requests sent at most once
-	retry        *retryablehttp.Client // safe requests, retried
+	once         *http.Client // all requests; repeated only by do
+	retries      int          // max_retries
 	redactor     *redactor
 	log          *slog.Logger
+	retryWaitMin time.Duration
 	retryWaitMax time.Duration
 }
 
@@ -205,20 +274,12 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.retryWaitMax <= 0 {
 		a.retryWaitMax = 5 * time.Second
 	}
-	waitMin := opts.RetryWaitMin
-	if waitMin <= 0 {
-		waitMin = min(250*time.Millisecond, a.retryWaitMax)
+	a.retryWaitMin = opts.RetryWaitMin
+	if a.retryWaitMin <= 0 {
+		a.retryWaitMin = min(250*time.Millisecond, a.retryWaitMax)
 	}
 	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
-	a.retry = &retryablehttp.Client{
-		HTTPClient:   a.once,
-		RetryWaitMin: waitMin,
-		RetryWaitMax: a.retryWaitMax,
-		RetryMax:     *backend.MaxRetries,
-		CheckRetry:   a.checkRetry,
-		Backoff:      a.backoff,
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-	}
+	a.retries = *backend.MaxRetries
 	return a, nil
 }
 
@@ -306,8 +367,8 @@ func compileCall(c *Call, getenv func(string) (string, bool), red *redactor) (*c
 	return cc, errors.Join(errs...)
 }
 
-// Start submits one job. See [adapters.Adapter] for how outcomes are
-// classified.
+// Start submits one job. See the package documentation and
+// [adapters.Adapter] for how outcomes are classified.
 func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, error) {
 	t, err := a.tool(req.Tool)
 	if err != nil {
@@ -324,17 +385,12 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	rec := &sendRecord{}
 	hreq = hreq.WithContext(context.WithValue(ctx, sendRecordKey{}, rec))
 
-	var resp *http.Response
+	retries := 0
 	if a.idempotency != "" {
 		hreq.Header.Set(a.idempotency, req.CorrelationID)
-		rreq, err := retryablehttp.FromRequest(hreq)
-		if err != nil {
-			return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
-		}
-		resp, err = a.retry.Do(rreq)
-	} else {
-		resp, err = a.once.Do(hreq)
+		retries = a.retries
 	}
+	resp, err := a.do(hreq, retries, nil)
 	if err != nil {
 		closeBody(resp)
 		if !rec.maybeSent.Load() {
@@ -345,7 +401,9 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	body, readErr := readBody(resp)
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
-	case code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests:
+	case code == http.StatusTooManyRequests:
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, a.throttle(resp, body))
+	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: backend refused it: %s", t.name, a.statusText(resp, body))
 	default:
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %s: %w", t.name, a.statusText(resp, body), adapters.ErrOutcomeUnknown)
@@ -353,26 +411,16 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	if readErr != nil {
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: reading answer: %w: %w", t.name, adapters.ErrOutcomeUnknown, readErr)
 	}
-
-	data := refData{Tool: t.name}
-	var id string
-	if t.fromLocation {
-		loc := resp.Header.Get("Location")
-		if loc == "" {
-			return adapters.JobRef{}, fmt.Errorf("starting %s job: answer has no Location header: %w", t.name, adapters.ErrOutcomeUnknown)
-		}
-		id, data.Location, err = a.parseLocation(hreq.URL, loc)
-		if err != nil {
-			return adapters.JobRef{}, fmt.Errorf("starting %s job: %w: %w", t.name, adapters.ErrOutcomeUnknown, err)
-		}
-	} else {
-		r := gjson.GetBytes(body, t.jobIDField)
-		if !gjson.ValidBytes(body) || !r.Exists() || r.String() == "" {
-			return adapters.JobRef{}, fmt.Errorf("starting %s job: answer has no job ID at %q: %w", t.name, t.jobIDField, adapters.ErrOutcomeUnknown)
-		}
-		id = r.String()
+	id, data, err := a.jobReference(t, hreq.URL, resp, body)
+	if err != nil {
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
 	}
-	return t.ref(id, data, req), nil
+	ref := t.ref(id, data, req)
+	if err := a.checkAddressable(t, ref); err != nil {
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name,
+			a.unaddressable(resp, body, "the job it names cannot be addressed: %v", err))
+	}
+	return ref, nil
 }
 
 // ref builds a JobRef, carrying what later calls need.
@@ -392,73 +440,190 @@ func (t *tool) ref(id string, data refData, req adapters.StartRequest) adapters.
 	return adapters.JobRef{ID: id, Data: b}
 }
 
-// parseLocation resolves a Location header against the request URL and
-// returns the job ID (its last path segment) and the location to keep: a path
-// when it is on the backend's origin, else the absolute URL (which later
-// calls then refuse, as it leaves base_url).
-func (a *Adapter) parseLocation(reqURL *url.URL, loc string) (id, keep string, err error) {
-	ref, err := url.Parse(loc)
-	if err != nil {
-		return "", "", errors.New("malformed Location header")
+// unaddressable is the error of a start the backend accepted but whose
+// answer gives no usable job reference: the reason, the HTTP status and an
+// excerpt of the answer.
+func (a *Adapter) unaddressable(resp *http.Response, body []byte, format string, args ...any) error {
+	return reasonf(adapters.ErrJobUnaddressable, "the backend accepted the job (HTTP %d) but %s; answer: %s",
+		resp.StatusCode, fmt.Sprintf(format, args...), a.excerpt(body))
+}
+
+// jobReference reads the job's ID (and Location) from a 2xx start answer.
+// A Location is resolved against the request URL and must stay under
+// base_url; it is kept as a path.
+func (a *Adapter) jobReference(t *tool, reqURL *url.URL, resp *http.Response, body []byte) (string, refData, error) {
+	data := refData{Tool: t.name}
+	fail := func(format string, args ...any) (string, refData, error) {
+		return "", refData{}, a.unaddressable(resp, body, format, args...)
 	}
-	u := reqURL.ResolveReference(ref)
-	seg := u.EscapedPath()
-	seg = strings.TrimSuffix(seg, "/")
-	seg = seg[strings.LastIndexByte(seg, '/')+1:]
-	if id, err = url.PathUnescape(seg); err != nil || id == "" {
-		return "", "", errors.New("location header has no job ID")
-	}
-	if sameOrigin(u, a.base) {
+	var id string
+	if t.fromLocation {
+		loc := resp.Header.Get("Location")
+		if loc == "" {
+			return fail("its answer has no Location header")
+		}
+		shown := a.redactor.clean(loc, maxExcerpt)
+		ref, err := url.Parse(loc)
+		if err != nil {
+			return fail("its Location header %q is not a URL", shown)
+		}
+		u := reqURL.ResolveReference(ref)
+		u.Fragment, u.RawFragment = "", ""
+		if !a.underBase(u) {
+			return fail("its Location header %q points outside base_url", shown)
+		}
+		seg := strings.TrimSuffix(u.EscapedPath(), "/")
+		seg = seg[strings.LastIndexByte(seg, '/')+1:]
+		if id, err = url.PathUnescape(seg); err != nil || id == "" {
+			return fail("its Location header %q has no job ID as its last path segment", shown)
+		}
 		u.Scheme, u.Host, u.User = "", "", nil
+		data.Location = u.String()
+	} else {
+		if !gjson.ValidBytes(body) {
+			return fail("its answer is not JSON, so it has no job ID at %q", t.jobIDField)
+		}
+		r := gjson.GetBytes(body, t.jobIDField)
+		switch kind := jsonKind(r); {
+		case !r.Exists():
+			return fail("its answer has no job ID at %q", t.jobIDField)
+		case kind != "":
+			return fail("the job ID at %q is %s, not a string or number", t.jobIDField, kind)
+		case r.String() == "":
+			return fail("the job ID at %q is empty", t.jobIDField)
+		}
+		id = r.String()
 	}
-	u.Fragment = ""
-	return id, u.String(), nil
+	if err := a.checkJobID(id); err != nil {
+		return fail("%v", err)
+	}
+	return id, data, nil
+}
+
+// jsonKind names the JSON type of r when it is neither a string nor a
+// number, and is empty otherwise.
+func jsonKind(r gjson.Result) string {
+	switch r.Type {
+	case gjson.String, gjson.Number:
+		return ""
+	case gjson.True, gjson.False:
+		return "a boolean"
+	case gjson.Null:
+		return "null"
+	}
+	if r.IsArray() {
+		return "an array"
+	}
+	return "an object"
+}
+
+// maxShownID bounds a job ID quoted in an error.
+const maxShownID = 100
+
+// checkJobID refuses a job ID that would address another resource once
+// interpolated into a path, or that cannot be shown to people.
+func (a *Adapter) checkJobID(id string) error {
+	shown := a.redactor.redact(id)
+	if len(shown) > maxShownID {
+		shown = shown[:maxShownID] + "…"
+	}
+	switch {
+	case id == "." || id == "..":
+		return fmt.Errorf("the job ID %q is a dot segment, which would address another resource", shown)
+	case strings.ContainsAny(id, `/\`):
+		return fmt.Errorf("the job ID %q contains a path separator (/ or \\), which would address another resource", shown)
+	case strings.ContainsFunc(id, unicode.IsControl):
+		return fmt.Errorf("the job ID %q contains control characters", shown)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("the job ID %q is not valid UTF-8", shown)
+	}
+	return nil
+}
+
+// checkAddressable renders the URLs of the calls later made about the job
+// (status, cancel, respond), so that a reference they would refuse is
+// refused when the job is started rather than at every later poll.
+func (a *Adapter) checkAddressable(t *tool, ref adapters.JobRef) error {
+	_, v, err := a.decodeRef(ref)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		call *call
+	}{{"status", t.status}, {"cancel", t.cancel}, {"respond", t.respond}} {
+		if c.call == nil {
+			continue
+		}
+		if _, err := a.buildURL(c.call, v); err != nil {
+			return fmt.Errorf("the %s call: %w", c.name, err)
+		}
+	}
+	return nil
 }
 
 // Poll observes the jobs, one status request each, several at a time. It
-// returns an error only when ctx ends.
+// returns an error when ctx ends, and when a status request is throttled:
+// then the error wraps [adapters.ErrThrottled] and the Poll stops sending.
 func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.Observation, error) {
 	obs := make([]adapters.Observation, len(refs))
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var giveUp atomic.Bool
 	var g errgroup.Group
 	g.SetLimit(pollConcurrency)
 	for i, ref := range refs {
 		g.Go(func() error {
-			obs[i] = a.poll(ctx, ref)
+			if pctx.Err() != nil {
+				return nil
+			}
+			o, err := a.poll(pctx, ref, a.retries, &giveUp)
+			if err != nil {
+				stop(err)
+			}
+			obs[i] = o
 			return nil
 		})
 	}
-	_ = g.Wait() // the functions report through obs
+	_ = g.Wait() // the functions report through obs and stop
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("polling %s jobs: %w", a.name, err)
+	}
+	if err := context.Cause(pctx); err != nil {
 		return nil, fmt.Errorf("polling %s jobs: %w", a.name, err)
 	}
 	return obs, nil
 }
 
-func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef) adapters.Observation {
-	fail := func(err error) adapters.Observation {
-		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID, err)}
+// poll observes one job. Its error is a throttling answer, which concerns
+// every job of the backend; a problem with this job is in the observation.
+func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef, retries int, giveUp *atomic.Bool) (adapters.Observation, error) {
+	fail := func(err error) (adapters.Observation, error) {
+		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID, err)}, nil
 	}
 	t, v, err := a.decodeRef(ref)
 	if err != nil {
 		return fail(err)
 	}
-	resp, body, err := a.sendRetried(ctx, t.status, v)
+	resp, body, err := a.sendSafe(ctx, t.status, v, retries, giveUp)
 	if err != nil {
 		return fail(err)
 	}
 	switch code := resp.StatusCode; {
+	case isThrottle(resp):
+		return adapters.Observation{}, fmt.Errorf("polling job %s: %w", ref.ID, a.throttle(resp, body))
 	case code == http.StatusNotFound || code == http.StatusGone:
 		return fail(fmt.Errorf("%s: %w", a.statusText(resp, body), adapters.ErrJobNotFound))
 	case code < 200 || code >= 300:
 		return fail(errors.New(a.statusText(resp, body)))
 	}
-	return a.observe(t, ref, v, body, resp.Header)
+	return a.observe(t, ref, v, resp, body), nil
 }
 
-// Cancel asks the backend to stop the job. A 404, 409 or 410 answer means
-// the job has already finished and is not an error. A tool without a cancel
-// block returns nil: cancellation is then recorded by the bridge only and
-// nothing is sent downstream.
+// Cancel asks the backend to stop the job; see the package documentation
+// for how its answers are read. A tool without a cancel block returns nil:
+// cancellation is then recorded by the bridge only and nothing is sent
+// downstream.
 func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	t, v, err := a.decodeRef(ref)
 	if err != nil {
@@ -467,15 +632,55 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	if t.cancel == nil {
 		return nil
 	}
-	if err := a.sendOnce(ctx, t.cancel, v); err != nil {
+	req, err := a.newRequest(ctx, t.cancel, v)
+	if err != nil {
 		return fmt.Errorf("cancelling job %s: %w", ref.ID, err)
 	}
-	return nil
+	resp, err := a.do(req, 0, nil)
+	if err != nil {
+		closeBody(resp)
+		return fmt.Errorf("cancelling job %s: the backend could not be asked: %w", ref.ID, err)
+	}
+	body, _ := readBody(resp) // only quoted in an error
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		return nil
+	case isThrottle(resp):
+		return fmt.Errorf("cancelling job %s: %w", ref.ID, a.throttle(resp, body))
+	case code == http.StatusNotFound || code == http.StatusConflict || code == http.StatusGone:
+		return a.cancelDeclined(ctx, ref, a.statusText(resp, body))
+	case code >= 400 && code < 500:
+		return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s: %s", ref.ID, a.statusText(resp, body))
+	}
+	return fmt.Errorf("cancelling job %s: %s", ref.ID, a.statusText(resp, body))
+}
+
+// cancelDeclined tells a job that finished before the cancel reached it
+// from one the backend will not stop, after a 404, 409 or 410 answer
+// (answer), by asking once for the job's status.
+func (a *Adapter) cancelDeclined(ctx context.Context, ref adapters.JobRef, answer string) error {
+	o, err := a.poll(ctx, ref, 0, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cancelling job %s: the backend answered %s; asking for its status: %w", ref.ID, answer, err)
+	case errors.Is(o.Err, adapters.ErrJobNotFound):
+		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s and no longer reports the job", ref.ID, answer)
+	case o.Err != nil:
+		return fmt.Errorf("cancelling job %s: the backend answered %s, and whether the job has finished is unknown: %w", ref.ID, answer, o.Err)
+	case o.State.Terminal():
+		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished (%s): the backend answered the cancel with %s", ref.ID, o.State, answer)
+	}
+	state := "working"
+	if o.State == adapters.StateInputRequired {
+		state = "waiting for input (input_required)"
+	}
+	return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s, which is still %s: %s", ref.ID, state, answer)
 }
 
 // Respond delivers answers to the job's input requests. A 404, 409 or 410
-// answer means the job no longer waits and is not an error. A tool without a
-// respond block returns an error wrapping [errors.ErrUnsupported].
+// answer means the job no longer waits and is not an error; a throttling
+// answer wraps [adapters.ErrThrottled]. A tool without a respond block
+// returns an error wrapping [errors.ErrUnsupported].
 func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[string]adapters.Answer) error {
 	t, v, err := a.decodeRef(ref)
 	if err != nil {
@@ -485,14 +690,29 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 		return fmt.Errorf("answering job %s: tool %s has no respond call: %w", ref.ID, t.name, errors.ErrUnsupported)
 	}
 	v.answers = answers
-	if err := a.sendOnce(ctx, t.respond, v); err != nil {
+	req, err := a.newRequest(ctx, t.respond, v)
+	if err != nil {
 		return fmt.Errorf("answering job %s: %w", ref.ID, err)
 	}
-	return nil
+	resp, err := a.do(req, 0, nil)
+	if err != nil {
+		closeBody(resp)
+		return fmt.Errorf("answering job %s: %w", ref.ID, err)
+	}
+	body, _ := readBody(resp) // only quoted in an error
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300, code == http.StatusNotFound, code == http.StatusConflict, code == http.StatusGone:
+		return nil
+	case isThrottle(resp):
+		return fmt.Errorf("answering job %s: %w", ref.ID, a.throttle(resp, body))
+	}
+	return fmt.Errorf("answering job %s: %s", ref.ID, a.statusText(resp, body))
 }
 
 // Find looks a job up by the request's correlation ID. A tool without a find
-// block returns an error wrapping [errors.ErrUnsupported].
+// block returns an error wrapping [errors.ErrUnsupported]; a job whose ID
+// later calls would refuse is an error wrapping
+// [adapters.ErrJobUnaddressable].
 func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
 	t, err := a.tool(req.Tool)
 	if err != nil {
@@ -502,9 +722,12 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: no find call: %w", t.name, errors.ErrUnsupported)
 	}
 	v := &values{args: req.Arguments, correlationID: req.CorrelationID, baseURL: a.baseURL}
-	resp, body, err := a.sendRetried(ctx, t.find, v)
+	resp, body, err := a.sendSafe(ctx, t.find, v, a.retries, nil)
 	if err != nil {
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, err)
+	}
+	if isThrottle(resp) {
+		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, a.throttle(resp, body))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %s", t.name, a.statusText(resp, body))
@@ -512,11 +735,25 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	if !gjson.ValidBytes(body) {
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: answer is not JSON", t.name)
 	}
-	id := gjson.GetBytes(body, t.findField).String()
-	if id == "" {
+	r := gjson.GetBytes(body, t.findField)
+	if !r.Exists() || r.Type == gjson.Null || r.String() == "" {
 		return adapters.JobRef{}, false, nil
 	}
-	return t.ref(id, refData{Tool: t.name}, req), true, nil
+	if kind := jsonKind(r); kind != "" {
+		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
+			reasonf(adapters.ErrJobUnaddressable, "the found job's ID at %q is %s, not a string or number; answer: %s", t.findField, kind, a.excerpt(body)))
+	}
+	id := r.String()
+	ref := t.ref(id, refData{Tool: t.name}, req)
+	err = a.checkJobID(id)
+	if err == nil {
+		err = a.checkAddressable(t, ref)
+	}
+	if err != nil {
+		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
+			reasonf(adapters.ErrJobUnaddressable, "the backend reports a job for the correlation ID, but %v", err))
+	}
+	return ref, true, nil
 }
 
 func (a *Adapter) tool(name string) (*tool, error) {
@@ -642,14 +879,15 @@ func (a *Adapter) buildURL(c *call, v *values) (*url.URL, error) {
 }
 
 // underBase reports whether u has base_url's scheme, host and port and a
-// path inside base_url's path, also when its escaped separators and dot
-// segments are read as a lenient server would.
+// path inside base_url's path, also when its escaped separators ("%2F"),
+// backslashes ("\" or "%5C") and dot segments are read as a lenient server
+// would (some servers take a backslash for a "/").
 func (a *Adapter) underBase(u *url.URL) bool {
 	if !sameOrigin(u, a.base) || u.User != nil {
 		return false
 	}
 	prefix := strings.TrimSuffix(a.base.Path, "/")
-	for _, p := range []string{u.Path, u.EscapedPath()} {
+	for _, p := range []string{u.Path, u.EscapedPath(), strings.ReplaceAll(u.Path, `\`, "/")} {
 		clean := cleanPath(p)
 		if prefix != "" && clean != prefix && !strings.HasPrefix(clean, prefix+"/") {
 			return false

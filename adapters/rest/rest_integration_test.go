@@ -71,7 +71,140 @@ func TestContractAgainstJobAPIFake(t *testing.T) {
 		Answer: func(string, adapters.InputRequest) adapters.Answer {
 			return adapters.Answer{Action: "accept", Content: map[string]any{"sure": true}}
 		},
+		Throttle: func(_ *testing.T, d time.Duration) func() {
+			return srv.InjectUntil(jobapi.Fault{Status: http.StatusTooManyRequests, RetryAfter: d})
+		},
 	})
+}
+
+// TestRuntimeAnswersAgainstJobAPIFake drives the fake into the answers the
+// adapter must report truthfully: a created job it cannot address, a
+// refused start with the backend's message, an unreadable status, a cancel
+// that comes too late or is refused.
+func TestRuntimeAnswersAgainstJobAPIFake(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    map[string]any // merged into a RunsLong job's arguments
+		fault   *jobapi.Fault
+		op      string // "start", "poll" or "cancel"
+		want    error
+		text    []string
+		jobs    int  // jobs the fake created for the correlation ID
+		waitEnd bool // wait for the job to succeed before the op
+	}{
+		{
+			name:  "201 without a Location",
+			fault: &jobapi.Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusCreated, AfterHandling: true, Body: `{"accepted":true}`},
+			op:    "start", want: adapters.ErrJobUnaddressable, text: []string{"no Location header", "HTTP 201", `{"accepted":true}`}, jobs: 1,
+		},
+		{
+			name:  "Location on another origin",
+			fault: &jobapi.Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusCreated, AfterHandling: true, Location: "http://elsewhere.example/jobs/{id}"},
+			op:    "start", want: adapters.ErrJobUnaddressable, text: []string{"http://elsewhere.example/jobs/job-000001", "outside base_url"}, jobs: 1,
+		},
+		{
+			name:  "refused with a JSON message",
+			fault: &jobapi.Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusUnprocessableEntity, Body: `{"message":"quota exceeded for team a"}`},
+			op:    "start", want: errPlain, text: []string{"refused", "HTTP 422", "quota exceeded for team a"},
+		},
+		{
+			name: "refused by the fake's own validation",
+			args: map[string]any{"outcome": "maybe"},
+			op:   "start", want: errPlain, text: []string{"HTTP 422", `outcome: unknown value "maybe"`},
+		},
+		{
+			name:  "status answer without the status field",
+			fault: &jobapi.Fault{Method: http.MethodGet, Path: "/jobs/", Status: http.StatusOK, Body: `{"id":"{id}","state":"running"}`},
+			op:    "poll", want: adapters.ErrUnreadableStatus, text: []string{`no field "status"`, `"state":"running"`}, jobs: 1,
+		},
+		{
+			name: "cancel of a finished job",
+			args: map[string]any{"duration": 0},
+			op:   "cancel", want: adapters.ErrAlreadyFinished, text: []string{"already finished", "HTTP 409", "succeeded"}, jobs: 1, waitEnd: true,
+		},
+		{
+			name: "cancel refused while the job runs",
+			args: map[string]any{"on_cancel": "refuse"},
+			op:   "cancel", want: adapters.ErrCancelRefused, text: []string{"cannot be cancelled while it runs", "still working"}, jobs: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, base := startFake(t)
+			job := loadJob(t)
+			job.Start.Body.(map[string]any)["on_cancel"] = "{args.on_cancel}"
+			a, err := New("jobapi", BackendConfig{BaseURL: base, AllowNetworks: []string{"127.0.0.0/8"}},
+				map[string]JobConfig{"job": job}, &Options{RetryWaitMin: time.Millisecond, RetryWaitMax: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			req, _ := fakeJob(adaptertest.RunsLong)
+			for k, v := range tt.args {
+				req.Arguments[k] = v
+			}
+			req.CorrelationID = "corr-runtime"
+			if tt.op == "start" && tt.fault != nil {
+				srv.Inject(*tt.fault)
+			}
+			ref, err := a.Start(t.Context(), req)
+			if tt.op != "start" {
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				if tt.waitEnd {
+					waitFakeState(t, a, ref, adapters.StateSucceeded)
+				}
+				if tt.fault != nil {
+					srv.Inject(*tt.fault)
+				}
+				switch tt.op {
+				case "poll":
+					obs, perr := a.Poll(t.Context(), []adapters.JobRef{ref})
+					if perr != nil {
+						t.Fatalf("Poll: %v", perr)
+					}
+					err = obs[0].Err
+				case "cancel":
+					err = a.Cancel(t.Context(), ref)
+				}
+			}
+			checkKind(t, err, tt.want)
+			wantText(t, err, tt.text...)
+			if got := srv.Submissions(req.CorrelationID); got != tt.jobs {
+				t.Errorf("the fake created %d jobs, want %d", got, tt.jobs)
+			}
+		})
+	}
+}
+
+// checkKind checks that err wraps want and none of the other sentinels;
+// errPlain wants an error wrapping none of them.
+func checkKind(t *testing.T, err, want error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", want)
+	}
+	for _, k := range []error{
+		adapters.ErrOutcomeUnknown, adapters.ErrJobUnaddressable, adapters.ErrThrottled, adapters.ErrUnreadableStatus,
+		adapters.ErrAlreadyFinished, adapters.ErrCancelRefused, adapters.ErrJobNotFound,
+	} {
+		if got := errors.Is(err, k); got != (k == want) {
+			t.Errorf("errors.Is(%v, %v) = %v, want %v", err, k, got, k == want)
+		}
+	}
+}
+
+// waitFakeState polls until the job reaches want.
+func waitFakeState(t *testing.T, a *Adapter, ref adapters.JobRef, want adapters.State) {
+	t.Helper()
+	for range 500 {
+		obs, err := a.Poll(t.Context(), []adapters.JobRef{ref})
+		if err == nil && obs[0].Err == nil && obs[0].State == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("job %s did not reach %v", ref.ID, want)
 }
 
 // TestStartAmbiguityAgainstJobAPIFake checks, against the fake's injected
@@ -80,17 +213,18 @@ func TestContractAgainstJobAPIFake(t *testing.T) {
 // makes retrying safe.
 func TestStartAmbiguityAgainstJobAPIFake(t *testing.T) {
 	tests := []struct {
-		name        string
-		idempotency string
-		fault       jobapi.Fault
-		wantUnknown bool
-		wantPosts   int // requests the start sent
-		wantJobs    int // jobs the fake created
+		name         string
+		idempotency  string
+		fault        jobapi.Fault
+		wantUnknown  bool
+		wantThrottle bool
+		wantPosts    int // requests the start sent
+		wantJobs     int // jobs the fake created
 	}{
 		{name: "503 after creating", fault: jobapi.Fault{Status: 503, AfterHandling: true}, wantUnknown: true, wantPosts: 1, wantJobs: 1},
 		{name: "dropped after creating", fault: jobapi.Fault{Drop: true, AfterHandling: true}, wantUnknown: true, wantPosts: 1, wantJobs: 1},
 		{name: "503 before creating", fault: jobapi.Fault{Status: 503}, wantUnknown: true, wantPosts: 1, wantJobs: 0},
-		{name: "429", fault: jobapi.Fault{Status: 429}, wantUnknown: true, wantPosts: 1, wantJobs: 0},
+		{name: "429", fault: jobapi.Fault{Status: 429, RetryAfter: 2 * time.Second}, wantThrottle: true, wantPosts: 1, wantJobs: 0},
 		{
 			name: "idempotent retry after 503", idempotency: "Idempotency-Key",
 			fault: jobapi.Fault{Status: 503, AfterHandling: true}, wantPosts: 2, wantJobs: 1,
@@ -110,6 +244,9 @@ func TestStartAmbiguityAgainstJobAPIFake(t *testing.T) {
 			posts := srv.Requests() - before
 			if got := errors.Is(err, adapters.ErrOutcomeUnknown); got != tt.wantUnknown {
 				t.Fatalf("Start error = %v; unknown outcome %v, want %v", err, got, tt.wantUnknown)
+			}
+			if d, ok := adapters.RetryAfter(err); ok != tt.wantThrottle || ok && d != 2*time.Second {
+				t.Errorf("Start error = %v; throttled %v (retry after %v), want %v (2s)", err, ok, d, tt.wantThrottle)
 			}
 			got := []int{posts, srv.Submissions(req.CorrelationID)}
 			if diff := cmp.Diff([]int{tt.wantPosts, tt.wantJobs}, got); diff != "" {

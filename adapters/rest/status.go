@@ -22,15 +22,20 @@ const maxMessage = 1000
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // observe reads a status answer. An unknown status value keeps the job
-// working, with the raw value in the message, and is logged.
-func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, body []byte, h http.Header) adapters.Observation {
-	fail := func(format string, args ...any) adapters.Observation {
-		return adapters.Observation{Err: fmt.Errorf("polling job %s: "+format, append([]any{ref.ID}, args...)...)}
+// working, with the raw value in the message, and is logged. An answer that
+// is not JSON, or whose status field is missing or neither a string nor a
+// number, is reported in the observation's Err, wrapping
+// [adapters.ErrUnreadableStatus], with the HTTP status and an excerpt.
+func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte) adapters.Observation {
+	cfg := &t.statusCfg
+	unreadable := func(format string, args ...any) adapters.Observation {
+		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID,
+			reasonf(adapters.ErrUnreadableStatus, "%s (HTTP %d; answer: %s)",
+				fmt.Sprintf(format, args...), resp.StatusCode, a.excerpt(body)))}
 	}
 	if !gjson.ValidBytes(body) {
-		return fail("status answer is not JSON")
+		return unreadable("the status answer is not JSON")
 	}
-	cfg := &t.statusCfg
 	get := func(p string) gjson.Result {
 		if p == "" {
 			return gjson.Result{}
@@ -39,7 +44,10 @@ func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, body []byte, 
 	}
 	status := get(cfg.Field)
 	if !status.Exists() {
-		return fail("status answer has no %q", cfg.Field)
+		return unreadable("the status answer has no field %q", cfg.Field)
+	}
+	if kind := jsonKind(status); kind != "" {
+		return unreadable("the status field %q is %s, not a string or number", cfg.Field, kind)
 	}
 	rawStatus := status.String()
 	msg := get(cfg.Message).String()
@@ -108,7 +116,7 @@ func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, body []byte, 
 		}
 		o.Links = append(o.Links, adapters.Link{Title: l.title, URL: u})
 	}
-	if d, ok := parseRetryAfter(h.Get("Retry-After"), time.Now()); ok && d > 0 {
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
 		o.RetryAfter = d
 	}
 	return o

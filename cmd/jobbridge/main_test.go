@@ -36,7 +36,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 backends:
   jobs:
     type: rest
-    base_url: http://127.0.0.1:9/
+    base_url: https://jobs.example.com/
 tools:
   - name: one
     description: first

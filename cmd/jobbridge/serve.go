@@ -24,6 +24,7 @@ import (
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/bridge"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/internal/connlimit"
 	"github.com/jobbridge/jobbridge/mapping"
 	"github.com/jobbridge/jobbridge/mapping/postgres"
 	"github.com/jobbridge/jobbridge/mapping/sqlite"
@@ -44,6 +45,8 @@ type serveConfig struct {
 	resourceFromListener bool
 	// ready, when set, is called with the endpoint URL once listening.
 	ready func(url string)
+	// http bounds what client connections may hold (nil: the defaults).
+	http *httpLimits
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -56,6 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
 	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
+	httpLim := httpLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitError(2)
 	}
@@ -80,7 +84,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, sweep: *sweep, submitTimeout: *submitTimeout}, os.LookupEnv, stdout, stderr)
+	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim}, os.LookupEnv, stdout, stderr)
 }
 
 // loadCatalog loads a catalog and prints every problem in it.
@@ -169,14 +173,14 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 			mux.Handle("GET "+p, authn.MetadataHandler())
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv, sln := newHTTPServer(ln, mux, cfg, logger)
 	url := "http://" + ln.Addr().String() + "/mcp"
 	logger.Info("serving MCP", "url", url, "catalog", cfg.catalog.File, "revision", cfg.catalog.Revision, "tools", len(cfg.catalog.Tools), "store", cfg.store)
 	if cfg.ready != nil {
 		cfg.ready(url)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(sln) }()
 	select {
 	case err := <-errc:
 		return err
@@ -320,4 +324,161 @@ func buildAdapters(cat *catalog.Catalog, o adapterOptions) (map[string]adapters.
 		out[name] = a
 	}
 	return out, errors.Join(errs...)
+}
+
+// HTTP server limits. Kept apart from the rest of serve: they decide what a
+// client connection may hold of the server (issue 10).
+
+// httpLimits bound what client connections may hold of the HTTP server.
+// Every value is taken as it is (a zero duration or cap is off), except
+// writeTimeout; [defaultHTTPLimits] has the defaults.
+type httpLimits struct {
+	// readHeaderTimeout bounds reading a request's headers.
+	readHeaderTimeout time.Duration
+	// bodyTimeout bounds reading a request's body.
+	bodyTimeout time.Duration
+	// idleTimeout is how long a keep-alive connection may wait for its
+	// next request.
+	idleTimeout time.Duration
+	// writeTimeout bounds answering one request; zero derives it from the
+	// catalog (see writeTimeoutFor).
+	writeTimeout time.Duration
+	// maxConns caps open connections; maxConnsPerIP caps them per client
+	// address. Zero: off.
+	maxConns, maxConnsPerIP int
+}
+
+// Defaults of the HTTP server limits.
+const (
+	defaultReadHeaderTimeout = 10 * time.Second
+	// A body of the largest allowed size (max_request_bytes, 1 MiB by
+	// default) arrives in 30s at 35 KB/s.
+	defaultBodyTimeout = 30 * time.Second
+	// Longer than the idle timeouts of the load balancers and clients that
+	// keep connections to the server (AWS ALB 60s, Go's http.Transport
+	// 90s): a server that closes a kept connection first races the
+	// client's next request on it, which then fails.
+	defaultIdleTimeout = 120 * time.Second
+	defaultMaxConns    = 4096
+	// Generous for a reverse proxy or a busy agent host; idle and stalled
+	// connections from the address are closed to make room first.
+	defaultMaxConnsPerIP = 512
+	// writeMargin is added to the longest synchronous call to get the
+	// write deadline.
+	writeMargin = 30 * time.Second
+	// fdReserve is the file descriptors kept out of maxConns for the store,
+	// the backends and the rest of the process.
+	fdReserve = 256
+)
+
+// defaultHTTPLimits returns the limits serve uses without flags (demo).
+func defaultHTTPLimits() httpLimits {
+	return httpLimits{
+		readHeaderTimeout: defaultReadHeaderTimeout,
+		bodyTimeout:       defaultBodyTimeout,
+		idleTimeout:       defaultIdleTimeout,
+		maxConns:          defaultMaxConns,
+		maxConnsPerIP:     defaultMaxConnsPerIP,
+	}
+}
+
+// httpLimitFlags registers the serve flags of the HTTP server limits.
+func httpLimitFlags(fs *flag.FlagSet) *httpLimits {
+	l := defaultHTTPLimits()
+	fs.DurationVar(&l.readHeaderTimeout, "read-header-timeout", l.readHeaderTimeout, "bound on reading one request's headers (0: none)")
+	fs.DurationVar(&l.bodyTimeout, "read-timeout", l.bodyTimeout, "bound on reading one request's body (0: none)")
+	fs.DurationVar(&l.idleTimeout, "idle-timeout", l.idleTimeout, "how long a kept-alive connection may wait for its next request (0: no limit)")
+	fs.DurationVar(&l.writeTimeout, "write-timeout", 0, "bound on answering one request (default: the catalog's longest sync_budget + --submit-timeout + 30s); SSE streams are exempt")
+	fs.IntVar(&l.maxConns, "max-conns", l.maxConns, "cap on open client connections, lowered to fit the open-file limit (0: no cap)")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", l.maxConnsPerIP, "cap on open connections from one client address, IPv4 or IPv6 /64 (0: no cap); raise it behind a reverse proxy")
+	return &l
+}
+
+// newHTTPServer returns the HTTP server and the listener to serve h on:
+//
+//   - ReadHeaderTimeout and IdleTimeout close connections stalled in their
+//     headers or idle between requests;
+//   - each request gets a deadline for its body (lifted once the body is
+//     read, so that the work after it is not cut) and one for its answer,
+//     set per request by connlimit.Handler: the write deadline
+//     covers the longest synchronous tools/call (sync_budget after a
+//     submission of up to --submit-timeout). Long-lived streams are exempt
+//     from it: a GET that accepts text/event-stream (the Streamable HTTP
+//     standalone stream) and a POST of subscriptions/listen (per its
+//     Mcp-Method header); their handlers set their own deadlines per write
+//     with http.ResponseController;
+//   - the listener caps open connections in total and per client address,
+//     closing the connection that has waited longest on its client (idle,
+//     or stalled in its headers or body) to make room for a new one, so
+//     that slow or idle connections cannot keep a legitimate client out.
+func newHTTPServer(ln net.Listener, h http.Handler, cfg serveConfig, logger *slog.Logger) (*http.Server, net.Listener) {
+	lim := defaultHTTPLimits()
+	if cfg.http != nil {
+		lim = *cfg.http
+	}
+	write := lim.writeTimeout
+	if write <= 0 {
+		write = writeTimeoutFor(cfg.catalog, cfg.submitTimeout)
+	}
+	maxConns := lim.maxConns
+	if n, ok := connlimit.OpenFileLimit(); ok && maxConns > 0 && uint64(maxConns)+fdReserve > n {
+		fit := max(int(n)-fdReserve, 16)
+		logger.Warn("--max-conns lowered to fit the open-file limit", "max_conns", maxConns, "open_file_limit", n, "now", fit)
+		maxConns = fit
+	}
+	cl := connlimit.NewListener(ln, connlimit.Options{MaxConns: maxConns, MaxConnsPerAddr: lim.maxConnsPerIP})
+	srv := &http.Server{
+		Handler: connlimit.Handler(h, connlimit.HandlerOptions{
+			BodyTimeout:  lim.bodyTimeout,
+			WriteTimeout: write,
+			LongLived:    longLivedStream,
+		}),
+		ReadHeaderTimeout: lim.readHeaderTimeout,
+		IdleTimeout:       lim.idleTimeout,
+		// WriteTimeout stays zero: it would bound every answer alike,
+		// cutting long synchronous calls and streams. ReadTimeout stays
+		// zero too: the body deadline is set per request instead, where
+		// the listener also learns that the connection waits for its body.
+	}
+	cl.Configure(srv)
+	logger.Debug("HTTP limits", "read_header_timeout", lim.readHeaderTimeout, "read_timeout", lim.bodyTimeout,
+		"idle_timeout", lim.idleTimeout, "write_timeout", write, "max_conns", maxConns, "max_conns_per_ip", lim.maxConnsPerIP)
+	return srv, cl
+}
+
+// writeTimeoutFor is the write deadline of a request: the longest
+// synchronous call of the catalog (its submission, bounded by submit, then
+// its sync_budget) plus a margin.
+func writeTimeoutFor(cat *catalog.Catalog, submit time.Duration) time.Duration {
+	if submit <= 0 {
+		submit = 30 * time.Second // the bridge's default
+	}
+	var budget time.Duration
+	for _, t := range cat.Tools {
+		budget = max(budget, t.SyncBudget)
+	}
+	if len(cat.Tools) == 0 {
+		budget = catalog.DefaultSyncBudget
+	}
+	return submit + budget + writeMargin
+}
+
+// longLivedStream reports the requests that open a long-lived SSE stream and
+// set their own write deadlines: a GET accepting text/event-stream, and a
+// POST whose Mcp-Method is subscriptions/listen.
+func longLivedStream(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet:
+		for _, v := range r.Header.Values("Accept") {
+			for part := range strings.SplitSeq(v, ",") {
+				mt, _, _ := strings.Cut(part, ";")
+				if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+					return true
+				}
+			}
+		}
+	case http.MethodPost:
+		return r.Header.Get("Mcp-Method") == "subscriptions/listen"
+	}
+	return false
 }
