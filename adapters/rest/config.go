@@ -36,8 +36,10 @@ type BackendConfig struct {
 	// Timeout bounds each HTTP request. Default 10s.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxRetries is how many times a safe request (status GET, find) is
-	// retried on connection errors, 429 and 5xx, honouring Retry-After.
-	// Default 3.
+	// retried on connection errors and 5xx answers other than 501, with
+	// jittered exponential backoff that never waits past the caller's
+	// deadline. A 429, or a 503 with Retry-After, is never retried: it is
+	// reported as throttling and the bridge pauses the backend. Default 3.
 	MaxRetries *int `yaml:"max_retries"`
 	// IdempotencyHeader, when set, names a request header (for example
 	// "Idempotency-Key") in which the start call carries the correlation ID.
@@ -73,9 +75,11 @@ type JobConfig struct {
 	JobID JobIDConfig `yaml:"job_id"`
 	// Status observes the job. Method defaults to GET.
 	Status StatusConfig `yaml:"status"`
-	// Cancel, when set, stops the job. 404 and 409 answers mean the job has
-	// already finished. Without it tasks/cancel is recorded but nothing is
-	// sent downstream.
+	// Cancel, when set, stops the job. Method defaults to POST. A 404, 409
+	// or 410 answer is checked with one status call: a job that has finished
+	// (or is gone) keeps its own outcome; one still running means the cancel
+	// was refused, and it is tried again. Without it tasks/cancel is recorded
+	// but nothing is sent downstream.
 	Cancel *Call `yaml:"cancel"`
 	// Respond, when set, delivers answers to the job's input requests.
 	Respond *Call `yaml:"respond"`
