@@ -74,6 +74,13 @@ type Responder interface {
 // outcome is unknown (for example after a crash between submitting and
 // recording the job reference). found is false with a nil error only when the
 // backend provably has no such job.
+//
+// Backends list a new job some time after they accept it (GitHub's run
+// listing lags a dispatch by seconds, Batch's ListJobs too). So Find must not
+// conclude "not found" before the backend's listing lag (configurable per
+// backend, at least a minute by default) has passed since req.SubmittedAt:
+// until then a search that finds nothing returns an error wrapping
+// [ErrNotListedYet], and the bridge searches again later, with backoff.
 type Finder interface {
 	Find(ctx context.Context, req StartRequest) (ref JobRef, found bool, err error)
 }
@@ -87,6 +94,11 @@ var ErrOutcomeUnknown = errors.New("submission outcome unknown")
 // the job (an HTTP 404, or an ID missing from a batched answer). The bridge
 // allows a bounded grace before it treats the job as gone.
 var ErrJobNotFound = errors.New("backend does not report the job")
+
+// ErrNotListedYet is wrapped by a Find error when no job carries the
+// correlation ID yet, but the submission is too recent for that to prove
+// anything: the backend's listing may still catch up.
+var ErrNotListedYet = errors.New("no such job is listed yet; the backend's listing may lag the submission")
 
 // ErrUnreadableStatus is reported in Observation.Err when the backend
 // answered about the job but the answer cannot be read as configured (the
@@ -175,6 +187,10 @@ type StartRequest struct {
 	// be found again. It is never the task ID: task IDs are bearer secrets and
 	// backends show job names to anyone with list rights.
 	CorrelationID string
+	// SubmittedAt, in a Find request, is when the submission was (or may
+	// have been) sent; it is no earlier than the real moment. Zero means
+	// unknown: assume it was just now.
+	SubmittedAt time.Time
 }
 
 // JobRef addresses one backend job. The bridge and the store treat it as
