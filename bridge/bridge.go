@@ -63,6 +63,10 @@ type Options struct {
 	// age), and the observation goes on in the background for the next poll.
 	// Default 250ms.
 	ObserveBudget time.Duration
+	// LookupBackoff is the first pause between lookups of a submission whose
+	// outcome is not settled yet (the backend's listing lags, or the lookup
+	// failed); it doubles up to 15 times its value. Default 2s.
+	LookupBackoff time.Duration
 	// SweepInterval is how often the background sweep runs: it purges
 	// expired tasks, reconciles interrupted submissions, forwards pending
 	// cancels and observes live tasks no client is polling. Default 10s.
@@ -128,7 +132,8 @@ type Bridge struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight map[mapping.Key]int       // submissions this process holds (holdSubmission)
-	backoff  map[mapping.Key]time.Time // no backend poll before this time
+	backoff  map[mapping.Key]time.Time // no backend poll (or lookup) before this time
+	lookups  map[mapping.Key]int       // lookups of an unsettled submission so far
 }
 
 // tool is a catalog tool with its resolved schema and adapter.
@@ -153,6 +158,7 @@ func New(opts Options) (*Bridge, error) {
 	setDefault(&opts.SubmitTimeout, 30*time.Second)
 	setDefault(&opts.CallTimeout, 15*time.Second)
 	setDefault(&opts.ObserveBudget, 250*time.Millisecond)
+	setDefault(&opts.LookupBackoff, 2*time.Second)
 	setDefault(&opts.SweepInterval, 10*time.Second)
 	setDefault(&opts.SweepObserveAge, time.Minute)
 	setDefault(&opts.SweepLease, 3*opts.SweepInterval)
@@ -178,6 +184,7 @@ func New(opts Options) (*Bridge, error) {
 		log:      opts.Logger,
 		inflight: map[mapping.Key]int{},
 		backoff:  map[mapping.Key]time.Time{},
+		lookups:  map[mapping.Key]int{},
 		replica:  opts.ReplicaID,
 		limits:   opts.Catalog.Limits,
 		started:  opts.Now(),

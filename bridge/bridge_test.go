@@ -48,6 +48,7 @@ type harnessOptions struct {
 	tune          func(*catalog.Catalog)
 	auth          *auth.Authenticator
 	adapters      func(map[string]adapters.Adapter) map[string]adapters.Adapter
+	lookupBackoff time.Duration
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -125,6 +126,7 @@ func (h *harness) start(o harnessOptions) {
 		HTTPPrincipal: o.principal,
 		SubmitTimeout: o.submitTimeout,
 		SweepInterval: o.sweep,
+		LookupBackoff: o.lookupBackoff,
 		Now:           o.now,
 		Auth:          o.auth,
 	})

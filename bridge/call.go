@@ -387,17 +387,20 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		ExpiresAt:       now.Add(t.TTL),
 		PollInterval:    t.PollInterval,
 	}
+	// The arguments stay in the row until the job reference is recorded,
+	// so that a submission cut off by a crash can be looked up with them.
+	task.Args = argsJSON
 	if t.Confirm != nil {
 		task.Phase = mapping.PhaseConfirming
 		task.Status = mapping.StatusInputRequired
 		task.StatusMessage = "waiting for the user to confirm"
-		task.Args = argsJSON
 		task.InputRequests = encodeInputs(map[string]storedInput{
 			confirmKey: {Message: t.ConfirmMessage(args), Schema: confirmSchema, Since: now},
 		})
 	} else {
 		task.Phase = mapping.PhaseSubmitting
 		task.StatusMessage = fmt.Sprintf("submitting the job to %s", t.Backend)
+		task.SubmittedAt = &now
 	}
 	// Hold the submission before the row exists: alone on its store, the
 	// sweep takes a submitting task nobody holds for one cut off by a crash.
@@ -581,6 +584,9 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 		b.log.Error("recording job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		return
 	}
+	b.mu.Lock()
+	delete(b.lookups, task.Key)
+	b.mu.Unlock()
 	b.log.Info("job submitted", "task", shortKey(task.Key), "job", ref.ID)
 	if forward {
 		b.forwardCancel(updated)
@@ -596,7 +602,14 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 	if t != nil {
 		if f, ok := t.adapter.(adapters.Finder); ok {
 			ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-			ref, found, err := f.Find(ctx, adapters.StartRequest{Tool: task.Tool, CorrelationID: task.CorrelationID})
+			req := adapters.StartRequest{Tool: task.Tool, CorrelationID: task.CorrelationID, SubmittedAt: task.CreatedAt}
+			if task.SubmittedAt != nil {
+				req.SubmittedAt = *task.SubmittedAt
+			}
+			if len(task.Args) > 0 {
+				json.Unmarshal(task.Args, &req.Arguments)
+			}
+			ref, found, err := f.Find(ctx, req)
 			cancel()
 			switch {
 			case err == nil && found:
@@ -610,17 +623,50 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 				// to find the job.
 				msg = fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
 				b.log.Error("reconciled job cannot be addressed", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
+			case errors.Is(err, adapters.ErrNotListedYet):
+				// Too early to tell: the backend's listing lags. Look again
+				// later, with backoff; the adapter decides when its listing
+				// has caught up.
+				b.log.Info("reconcile: job not listed yet; looking again later", "task", shortKey(task.Key), "correlation", task.CorrelationID)
+				b.lookAgainLater(task, "submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s")
+				return
 			case !errors.Is(err, errors.ErrUnsupported):
-				// The lookup itself failed: try again on a later sweep, unless
-				// the task has been unsettled for long.
+				// The lookup itself failed: try again later, unless the task
+				// has been unsettled for long.
 				if b.opts.Now().Sub(task.CreatedAt) < 10*b.opts.SubmitTimeout {
 					b.log.Warn("reconcile lookup failed; will retry", "task", shortKey(task.Key), "error", err)
+					b.lookAgainLater(task, "submission outcome unknown: looking the job up on %q failed; trying again for correlation ID %s")
 					return
 				}
+				msg = fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job, and looking it up kept failing (%s); look for correlation ID %s", task.Backend, sanitize(err.Error(), 512), task.CorrelationID)
 			}
 		}
 	}
+	b.mu.Lock()
+	delete(b.lookups, task.Key)
+	b.mu.Unlock()
 	b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
+}
+
+// lookAgainLater paces the lookups of a submission whose outcome is not
+// settled yet: doubling from LookupBackoff up to 15 times it, per task, with
+// jitter, and says
+// in the status message (format takes the backend and the correlation ID)
+// that the task is still being settled.
+func (b *Bridge) lookAgainLater(task *mapping.Task, format string) {
+	b.mu.Lock()
+	n := b.lookups[task.Key] + 1
+	b.lookups[task.Key] = n
+	b.mu.Unlock()
+	b.setBackoff(task.Key, jitter(backoff(b.opts.LookupBackoff, n, 15*b.opts.LookupBackoff)))
+	msg := fmt.Sprintf(format, task.Backend, task.CorrelationID)
+	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		if t.Phase != mapping.PhaseSubmitting || t.StatusMessage == msg {
+			return false
+		}
+		t.StatusMessage = msg
+		return true
+	})
 }
 
 // finish writes a terminal state, unless the task is already terminal.

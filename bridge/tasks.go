@@ -99,6 +99,12 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if b.isInflight(t.Key) {
 			return false
 		}
+		b.mu.Lock()
+		wait := b.backoff[t.Key]
+		b.mu.Unlock()
+		if now.Before(wait) {
+			return false
+		}
 		// Alone on its store, this process knows that a submission it is
 		// not running itself was cut off (by a crash or a restart), and
 		// reconciles it at once. With a shared store another replica may be
@@ -577,6 +583,7 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 			case confirmYes:
 				json.Unmarshal(t.Args, &args)
 				t.InputRequests = nil
+				t.SubmittedAt = &now
 				t.Phase = mapping.PhaseSubmitting
 				t.Status = mapping.StatusWorking
 				t.StatusMessage = fmt.Sprintf("confirmed; submitting the job to %s", t.Backend)

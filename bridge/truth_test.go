@@ -632,3 +632,57 @@ func (f *findingBackend) Find(ctx context.Context, req adapters.StartRequest) (a
 	}
 	return adapters.JobRef{ID: fmt.Sprintf("mem-%d", f.seq)}, true, nil
 }
+
+// A submission whose outcome is unknown is looked up again, with backoff,
+// while the backend's listing lags; the lookup carries the submission time
+// and the arguments, and the job is adopted once it is listed.
+func TestLookupWaitsForALaggingListing(t *testing.T) {
+	mem := newMemBackend(nil)
+	lag := &laggingFinder{memBackend: mem, misses: 3}
+	h := newHarness(t, harnessOptions{adapters: func(map[string]adapters.Adapter) map[string]adapters.Adapter {
+		return map[string]adapters.Adapter{"jobs": lag}
+	}, sweep: time.Hour, lookupBackoff: 20 * time.Millisecond})
+	mem.startHook = func(int) (error, bool) {
+		mem.create()
+		return fmt.Errorf("%w: connection reset", adapters.ErrOutcomeUnknown), true
+	}
+	task := h.createTask("slow_compute", map[string]any{"seconds": 5, "label": "lagged"})
+	h.waitFor(task.TaskID, "told", func(tk *taskclient.Task) bool { return strings.Contains(tk.StatusMessage, "not listed") })
+	got := h.waitFor(task.TaskID, "adopted", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	if got.Status != "working" {
+		t.Errorf("status %s, want working", got.Status)
+	}
+	finds, req := lag.seen()
+	if finds != 4 {
+		t.Errorf("%d lookups, want 4 (3 not listed yet, then found)", finds)
+	}
+	if req.SubmittedAt.IsZero() || time.Since(req.SubmittedAt) > time.Minute || req.Arguments["label"] != "lagged" {
+		t.Errorf("lookup request %+v, want the submission time and the arguments", req)
+	}
+}
+
+// laggingFinder finds the last job started only after misses lookups,
+// answering ErrNotListedYet before, as a lagging listing does.
+type laggingFinder struct {
+	*memBackend
+	misses int
+	finds  int
+	last   adapters.StartRequest
+}
+
+func (f *laggingFinder) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finds++
+	f.last = req
+	if f.finds <= f.misses {
+		return adapters.JobRef{}, false, fmt.Errorf("not in the listing: %w", adapters.ErrNotListedYet)
+	}
+	return adapters.JobRef{ID: fmt.Sprintf("mem-%d", f.seq)}, true, nil
+}
+
+func (f *laggingFinder) seen() (int, adapters.StartRequest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.finds, f.last
+}

@@ -121,8 +121,10 @@ type Task struct {
 	Tool string
 	// ArgsDigest is a hex SHA-256 of the canonical JSON arguments.
 	ArgsDigest string
-	// Args holds the arguments only while they are still needed to submit the
-	// job (PhaseConfirming); the bridge clears them once the job is submitted.
+	// Args holds the arguments only while they are still needed: to submit
+	// the job (PhaseConfirming, PhaseSubmitting) or to look it up after a
+	// submission with an unknown outcome. The bridge clears them once the
+	// job reference is recorded.
 	Args json.RawMessage
 	// ServerBuild and CatalogRevision record what created the task.
 	ServerBuild     string
@@ -152,6 +154,10 @@ type Task struct {
 	// CancelForwardedAt is set when a replica claimed forwarding the cancel
 	// downstream; the claim (an Update) makes the forward happen once.
 	CancelForwardedAt *time.Time
+	// SubmittedAt is when the job's submission was first sent to the
+	// backend (or was about to be): the start of the backend's listing lag
+	// when a submission with an unknown outcome is looked up.
+	SubmittedAt *time.Time
 	// CancelSentAt is set once the backend accepted the forwarded cancel. A
 	// claim that stays unconfirmed for long was left by a replica that died
 	// while forwarding.
@@ -189,6 +195,7 @@ func (t *Task) Clone() *Task {
 	c.CancelRequestedAt = cloneTime(t.CancelRequestedAt)
 	c.CancelForwardedAt = cloneTime(t.CancelForwardedAt)
 	c.CancelSentAt = cloneTime(t.CancelSentAt)
+	c.SubmittedAt = cloneTime(t.SubmittedAt)
 	c.ObservedAt = cloneTime(t.ObservedAt)
 	c.MissingSince = cloneTime(t.MissingSince)
 	return &c

@@ -135,7 +135,7 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, cancel_sent_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version`
+	observation, observed_at, missing_since, outcome, version, submitted_at`
 
 // liveCondition selects the tasks in the tasks_live index, the live ones.
 const liveCondition = `status IN ('working', 'input_required')`
@@ -162,7 +162,7 @@ const createQuery = `WITH slot AS (
 	)
 	INSERT INTO tasks (` + columns + `)
 	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28
+		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30
 	FROM slot`
 
 // updateQuery writes the mutable columns of a task if its version matches
@@ -175,7 +175,7 @@ const updateQuery = `UPDATE tasks SET
 	updated_at = $12, ttl_ms = $13, expires_at = $14, poll_interval_ms = $15,
 	cancel_requested_at = $16, cancel_forwarded_at = $17, cancel_sent_at = $18,
 	input_requests = $19, answered_keys = $20,
-	observation = $21, observed_at = $22, missing_since = $23, outcome = $24,
+	observation = $21, observed_at = $22, missing_since = $23, outcome = $24, submitted_at = $27,
 	version = version + 1
 	WHERE key = $25 AND version = $26 AND ` + notTerminal
 
@@ -240,7 +240,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error 
 			ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
-			max(maxLive, 0),
+			max(maxLive, 0), tsPtr(t.SubmittedAt),
 		)
 		if err != nil {
 			return err
@@ -288,7 +288,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 			ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
-			t.Key[:], t.Version,
+			t.Key[:], t.Version, tsPtr(t.SubmittedAt),
 		)
 		if err != nil {
 			return err
@@ -490,7 +490,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		phase, status                                                   string
 		createdAt, updatedAt, expiresAt                                 time.Time
 		ttl, pollInterval                                               int64
-		cancelRequestedAt, cancelForwardedAt, cancelSentAt              *time.Time
+		cancelRequestedAt, cancelForwardedAt, cancelSentAt, submittedAt *time.Time
 		observedAt, missingSince                                        *time.Time
 		args, jobRef, inputRequests, answeredKeys, observation, outcome []byte
 	)
@@ -499,7 +499,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		&t.Backend, &jobRef, &t.CorrelationID, &phase, &status, &t.StatusMessage,
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &cancelSentAt, &inputRequests, &answeredKeys,
-		&observation, &observedAt, &missingSince, &outcome, &t.Version,
+		&observation, &observedAt, &missingSince, &outcome, &t.Version, &submittedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -518,6 +518,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 	t.CancelRequestedAt = utcPtr(cancelRequestedAt)
 	t.CancelForwardedAt = utcPtr(cancelForwardedAt)
 	t.CancelSentAt = utcPtr(cancelSentAt)
+	t.SubmittedAt = utcPtr(submittedAt)
 	t.ObservedAt = utcPtr(observedAt)
 	t.MissingSince = utcPtr(missingSince)
 	// pgx scans NULL as nil and an empty BYTEA as a non-nil empty slice,

@@ -681,7 +681,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 			CASE WHEN i % 20 = 0 THEN 'working' ELSE 'completed' END, '',
 			$1::timestamptz - i * interval '1 second', $1, 86400000, $1::timestamptz + interval '1 day' - i * interval '1 second', 5000,
 			NULL, NULL, NULL, NULL, NULL,
-			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0
+			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL
 		FROM generate_series(1, `+fmt.Sprint(rows)+`) AS i`, now); err != nil {
 		t.Fatal(err)
 	}

@@ -176,14 +176,14 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version, cancel_sent_at`
+	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at`
 
 // terminalStatuses is the SQL list of terminal statuses.
 const terminalStatuses = `('completed', 'failed', 'cancelled')`
 
 // createQuery inserts a task, binding columns in order.
 const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal.
@@ -192,7 +192,7 @@ const updateQuery = `UPDATE tasks SET
 	backend = ?, job_ref = ?, correlation_id = ?, phase = ?, status = ?, status_message = ?,
 	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
 	cancel_requested_at = ?, cancel_forwarded_at = ?, cancel_sent_at = ?, input_requests = ?, answered_keys = ?,
-	observation = ?, observed_at = ?, missing_since = ?, outcome = ?,
+	observation = ?, observed_at = ?, missing_since = ?, outcome = ?, submitted_at = ?,
 	version = version + 1
 	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
 
@@ -265,7 +265,7 @@ func createArgs(t *mapping.Task) []any {
 		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
-		millis(t.CancelSentAt),
+		millis(t.CancelSentAt), millis(t.SubmittedAt),
 	}
 }
 
@@ -296,7 +296,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
-		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome),
+		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), millis(t.SubmittedAt),
 		t.Key[:], t.Version,
 	)
 	if err != nil {
@@ -388,7 +388,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		phase, status                                                   string
 		createdAt, updatedAt, ttl, expiresAt, pollInterval              int64
 		cancelRequestedAt, cancelForwardedAt, observedAt, missingSince  sql.NullInt64
-		cancelSentAt                                                    sql.NullInt64
+		cancelSentAt, submittedAt                                       sql.NullInt64
 		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
 	)
 	err := row.Scan(
@@ -397,7 +397,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version,
-		&cancelSentAt,
+		&cancelSentAt, &submittedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -416,6 +416,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 	t.CancelRequestedAt = timePtrOf(cancelRequestedAt)
 	t.CancelForwardedAt = timePtrOf(cancelForwardedAt)
 	t.CancelSentAt = timePtrOf(cancelSentAt)
+	t.SubmittedAt = timePtrOf(submittedAt)
 	t.ObservedAt = timePtrOf(observedAt)
 	t.MissingSince = timePtrOf(missingSince)
 	t.Args = args.b

@@ -123,6 +123,7 @@ func fullTask(id, principal string) *mapping.Task {
 	t.CancelRequestedAt = ptr(-3 * time.Minute)
 	t.CancelForwardedAt = ptr(-2*time.Minute - 1*time.Millisecond)
 	t.CancelSentAt = ptr(-2*time.Minute + 3*time.Millisecond)
+	t.SubmittedAt = ptr(-89*time.Minute + 7*time.Millisecond)
 	t.InputRequests = json.RawMessage(`{"approve":{"message":"Deploy to staging?"}}`)
 	t.AnsweredKeys = json.RawMessage(`["region"]`)
 	t.Observation = json.RawMessage(`{"state":"input_required","progress":0.5}`)
