@@ -808,11 +808,14 @@ func TestCrashBeforeSubmissionIsReconciled(t *testing.T) {
 	// failed, saying no job was created.
 	h := newHarness(t, harnessOptions{submitTimeout: 200 * time.Millisecond})
 	now := time.Now().UTC().Add(-time.Second)
+	// The submission was sent longer ago than the backend's listing lag.
+	sent := now.Add(-2 * time.Minute)
 	id := "crashed-task-id-0123456789abcdef"
 	row := &mapping.Task{
 		Key: mapping.KeyOf(id), Principal: "anonymous", Tool: "slow_compute", Backend: "jobs",
 		CorrelationID: "jb-never-sent", Phase: mapping.PhaseSubmitting, Status: mapping.StatusWorking,
-		CreatedAt: now, UpdatedAt: now, TTL: time.Hour, ExpiresAt: now.Add(time.Hour), PollInterval: time.Second,
+		CreatedAt: sent, UpdatedAt: now, TTL: time.Hour, ExpiresAt: now.Add(time.Hour), PollInterval: time.Second,
+		SubmittedAt: &sent,
 	}
 	if err := h.store.Create(t.Context(), row, 0); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,7 @@ func TestLoadValid(t *testing.T) {
 		},
 		Timeout:           5 * time.Second,
 		MaxRetries:        ptr(2),
+		ListingLag:        ptr(time.Minute),
 		IdempotencyHeader: "Idempotency-Key",
 		AllowNetworks:     []string{"127.0.0.0/8"},
 	}

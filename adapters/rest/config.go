@@ -47,6 +47,12 @@ type BackendConfig struct {
 	// the server is retried like a safe request. Without it a start is sent
 	// once and an ambiguous outcome is reconciled, never re-sent.
 	IdempotencyHeader string `yaml:"idempotency_header"`
+	// ListingLag is how long after a submission the API's lookup (a tool's
+	// find call) may still not show the job. Within it, a lookup that finds
+	// nothing proves nothing and is asked again later; only after it does
+	// "not found" mean the job was not created. Default 60s; 0s for an API
+	// that lists a job as soon as it accepts it.
+	ListingLag *time.Duration `yaml:"listing_lag"`
 	// AllowNetworks lists networks (CIDR, e.g. 10.20.0.0/16 or
 	// 127.0.0.0/8) the adapter may connect to although they are in a range
 	// it refuses by default: loopback, private (RFC 1918, IPv6 ULA),
@@ -84,7 +90,8 @@ type JobConfig struct {
 	// Respond, when set, delivers answers to the job's input requests.
 	Respond *Call `yaml:"respond"`
 	// Find, when set, looks a job up by its correlation ID after a
-	// submission whose outcome is unknown.
+	// submission whose outcome is unknown. Within the backend's listing_lag
+	// of the submission, finding nothing is not taken as proof.
 	Find *FindConfig `yaml:"find"`
 }
 
@@ -121,6 +128,10 @@ type StatusConfig struct {
 	States map[string]string `yaml:"states"`
 	// Message is the JSON path of a human-readable status message.
 	Message string `yaml:"message"`
+	// FinishedAt is the JSON path of the time (RFC 3339) the job finished,
+	// read for finished jobs. It lets the bridge tell a job that failed
+	// before a cancel took effect from one the cancel stopped.
+	FinishedAt string `yaml:"finished_at"`
 	// Progress locates progress counters.
 	Progress *ProgressConfig `yaml:"progress"`
 	// Result locates the job's output once it has finished.
@@ -168,11 +179,12 @@ type FindConfig struct {
 const (
 	defaultTimeout    = 10 * time.Second
 	defaultMaxRetries = 3
+	defaultListingLag = time.Minute
 	maxMaxRetries     = 10
 )
 
-// SetDefaults fills the fields the operator left out: a 10s timeout and 3
-// retries.
+// SetDefaults fills the fields the operator left out: a 10s timeout, 3
+// retries and a listing lag of 60s.
 func (c *BackendConfig) SetDefaults() {
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
@@ -180,6 +192,10 @@ func (c *BackendConfig) SetDefaults() {
 	if c.MaxRetries == nil {
 		n := defaultMaxRetries
 		c.MaxRetries = &n
+	}
+	if c.ListingLag == nil {
+		d := defaultListingLag
+		c.ListingLag = &d
 	}
 }
 
@@ -203,6 +219,9 @@ func (c *BackendConfig) Validate() error {
 	}
 	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > maxMaxRetries) {
 		errs = append(errs, adapters.Fieldf("max_retries", "must be between 0 and %d", maxMaxRetries))
+	}
+	if c.ListingLag != nil && (*c.ListingLag < 0 || *c.ListingLag > time.Hour) {
+		errs = append(errs, adapters.Fieldf("listing_lag", "must be between 0s and 1h"))
 	}
 	if c.IdempotencyHeader != "" && !validHeaderName(c.IdempotencyHeader) {
 		errs = append(errs, adapters.Fieldf("idempotency_header", "%q is not a valid header name", c.IdempotencyHeader))

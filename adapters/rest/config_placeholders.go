@@ -49,6 +49,7 @@ func (c *JobConfig) checkJSONPaths() []error {
 		{"job_id.field", c.JobID.Field},
 		{"status.field", c.Status.Field},
 		{"status.message", c.Status.Message},
+		{"status.finished_at", c.Status.FinishedAt},
 		{"status.input_requests", c.Status.InputRequests},
 	}
 	if p := c.Status.Progress; p != nil {

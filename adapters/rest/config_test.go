@@ -73,6 +73,7 @@ func TestBackendValidate(t *testing.T) {
 		{"negative timeout", func(c *BackendConfig) { c.Timeout = -time.Second }, []string{"timeout"}},
 		{"too many retries", func(c *BackendConfig) { n := 11; c.MaxRetries = &n }, []string{"max_retries"}},
 		{"negative retries", func(c *BackendConfig) { n := -1; c.MaxRetries = &n }, []string{"max_retries"}},
+		{"negative listing lag", func(c *BackendConfig) { d := -time.Second; c.ListingLag = &d }, []string{"listing_lag"}},
 		{"bad idempotency header", func(c *BackendConfig) { c.IdempotencyHeader = "Idem Key" }, []string{"idempotency_header"}},
 		{"short IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://127.1:8080/" }, []string{"base_url"}},
 		{"decimal IPv4 host", func(c *BackendConfig) { c.BaseURL = "http://2130706433/" }, []string{"base_url"}},
@@ -193,8 +194,8 @@ func TestAllowNetworksMessages(t *testing.T) {
 func TestSetDefaults(t *testing.T) {
 	var b BackendConfig
 	b.SetDefaults()
-	three := 3
-	if diff := cmp.Diff(BackendConfig{Timeout: 10 * time.Second, MaxRetries: &three}, b); diff != "" {
+	three, minute := 3, time.Minute
+	if diff := cmp.Diff(BackendConfig{Timeout: 10 * time.Second, MaxRetries: &three, ListingLag: &minute}, b); diff != "" {
 		t.Errorf("backend defaults mismatch (-want +got):\n%s", diff)
 	}
 	zero := 0

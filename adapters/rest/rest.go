@@ -152,6 +152,8 @@ type Adapter struct {
 
 	once         *http.Client // all requests; repeated only by do
 	retries      int          // max_retries
+	listingLag   time.Duration
+	now          func() time.Time
 	redactor     *redactor
 	log          *slog.Logger
 	retryWaitMin time.Duration
@@ -280,6 +282,8 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
 	a.retries = *backend.MaxRetries
+	a.listingLag = *backend.ListingLag
+	a.now = time.Now
 	return a, nil
 }
 
@@ -737,6 +741,14 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	}
 	r := gjson.GetBytes(body, t.findField)
 	if !r.Exists() || r.Type == gjson.Null || r.String() == "" {
+		submitted := req.SubmittedAt
+		if submitted.IsZero() {
+			submitted = a.now()
+		}
+		if wait := a.listingLag - a.now().Sub(submitted); wait > 0 {
+			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: none carries correlation ID %s yet, %s after the submission (listing_lag %s): %w",
+				t.name, req.CorrelationID, a.now().Sub(submitted).Round(time.Second), a.listingLag, adapters.ErrNotListedYet)
+		}
 		return adapters.JobRef{}, false, nil
 	}
 	if kind := jsonKind(r); kind != "" {

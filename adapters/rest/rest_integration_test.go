@@ -253,6 +253,8 @@ func TestStartAmbiguityAgainstJobAPIFake(t *testing.T) {
 				t.Errorf("[requests sent, jobs created] mismatch (-want +got):\n%s", diff)
 			}
 
+			// Long after the submission: the listing has caught up.
+			req.SubmittedAt = time.Now().Add(-2 * time.Minute)
 			found, ok, err := a.Find(t.Context(), req)
 			if err != nil || ok != (tt.wantJobs == 1) {
 				t.Fatalf("Find = found %v, err %v; want found %v", ok, err, tt.wantJobs == 1)

@@ -744,13 +744,17 @@ func TestRespond(t *testing.T) {
 
 func TestFind(t *testing.T) {
 	tests := []struct {
-		name      string
-		responder httpmock.Responder
-		wantFound bool
-		wantErr   bool
+		name          string
+		responder     httpmock.Responder
+		submitted     time.Duration // relative to now; 0: unknown
+		wantFound     bool
+		wantErr       bool
+		wantNotListed bool
 	}{
 		{name: "found", responder: jsonResponder(200, `{"jobs":[{"id":"job-9"}]}`), wantFound: true},
-		{name: "none", responder: jsonResponder(200, `{"jobs":[]}`)},
+		{name: "none, long after the submission", responder: jsonResponder(200, `{"jobs":[]}`), submitted: -2 * time.Minute},
+		{name: "none, within the listing lag", responder: jsonResponder(200, `{"jobs":[]}`), submitted: -30 * time.Second, wantErr: true, wantNotListed: true},
+		{name: "none, submission time unknown", responder: jsonResponder(200, `{"jobs":[]}`), wantErr: true, wantNotListed: true},
 		{name: "server error", responder: jsonResponder(500, `{}`), wantErr: true},
 		{name: "not JSON", responder: jsonResponder(200, `nope`), wantErr: true},
 	}
@@ -758,9 +762,16 @@ func TestFind(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, testBackend(), testJob())
 			f.mock.RegisterResponderWithQuery("GET", testBase+"/jobs", "correlation_id=corr-1", f.record(tt.responder))
-			ref, found, err := f.a.Find(t.Context(), startReq(map[string]any{"project": "p"}))
+			req := startReq(map[string]any{"project": "p"})
+			if tt.submitted != 0 {
+				req.SubmittedAt = time.Now().Add(tt.submitted)
+			}
+			ref, found, err := f.a.Find(t.Context(), req)
 			if (err != nil) != tt.wantErr || found != tt.wantFound {
 				t.Fatalf("Find = found %v, err %v; want found %v, error %v", found, err, tt.wantFound, tt.wantErr)
+			}
+			if got := errors.Is(err, adapters.ErrNotListedYet); got != tt.wantNotListed {
+				t.Errorf("Find error %v: not listed yet %v, want %v", err, got, tt.wantNotListed)
 			}
 			if found {
 				want := adapters.JobRef{ID: "job-9", Data: json.RawMessage(`{"tool":"deploy","args":{"project":"p"}}`)}
@@ -843,5 +854,33 @@ func TestNewExpandsEnvironment(t *testing.T) {
 	_, err := New("jobs", testBackend(), nil, &Options{Getenv: func(string) (string, bool) { return "", false }})
 	if err == nil || !strings.Contains(err.Error(), "JOBS_TOKEN") {
 		t.Errorf("New with an unset variable = %v, want an error naming JOBS_TOKEN", err)
+	}
+}
+
+// A finished job's finish time is read from status.finished_at, and only
+// for a finished job.
+func TestPollFinishedAt(t *testing.T) {
+	for _, tt := range []struct {
+		name, body string
+		want       time.Time
+	}{
+		{"failed with a finish time", `{"status":"failed","finished_at":"2026-12-01T10:00:05.250Z"}`, time.Date(2026, 12, 1, 10, 0, 5, 250e6, time.UTC)},
+		{"running: no finish time yet", `{"status":"running","finished_at":"2026-12-01T10:00:05Z"}`, time.Time{}},
+		{"finished without one", `{"status":"succeeded"}`, time.Time{}},
+		{"not a time", `{"status":"failed","finished_at":"yesterday"}`, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := testJob()
+			job.Status.FinishedAt = "finished_at"
+			f := newFixture(t, testBackend(), job)
+			f.on("GET", "/projects/p/jobs/job-1", jsonResponder(200, tt.body))
+			obs, err := f.a.Poll(t.Context(), []adapters.JobRef{testRef("job-1")})
+			if err != nil || obs[0].Err != nil {
+				t.Fatalf("Poll: %v %v", err, obs)
+			}
+			if !obs[0].FinishedAt.Equal(tt.want) {
+				t.Errorf("FinishedAt %v, want %v", obs[0].FinishedAt, tt.want)
+			}
+		})
 	}
 }

@@ -77,6 +77,11 @@ func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, resp *http.Re
 		}
 	}
 
+	if o.State.Terminal() && cfg.FinishedAt != "" {
+		if at, err := time.Parse(time.RFC3339Nano, get(cfg.FinishedAt).String()); err == nil {
+			o.FinishedAt = at
+		}
+	}
 	switch o.State {
 	case adapters.StateSucceeded:
 		o.Result = a.result(cfg, get)
