@@ -642,9 +642,7 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 			}
 		}
 	}
-	b.mu.Lock()
-	delete(b.lookups, task.Key)
-	b.mu.Unlock()
+	b.forget(task.Key)
 	b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
 }
 

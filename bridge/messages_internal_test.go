@@ -34,3 +34,4 @@ func TestStatusTexts(t *testing.T) {
 		})
 	}
 }
+

@@ -99,10 +99,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if b.isInflight(t.Key) {
 			return false
 		}
-		b.mu.Lock()
-		wait := b.backoff[t.Key]
-		b.mu.Unlock()
-		if now.Before(wait) {
+		if b.backedOff(t.Key, now) {
 			return false
 		}
 		// Alone on its store, this process knows that a submission it is
@@ -117,10 +114,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if t.ObservedAt != nil && now.Sub(*t.ObservedAt) < tl.RefreshInterval {
 			return false
 		}
-		b.mu.Lock()
-		wait := b.backoff[t.Key]
-		b.mu.Unlock()
-		if now.Before(wait) {
+		if b.backedOff(t.Key, now) {
 			return false
 		}
 		if _, _, paused := b.gates[t.Backend].paused(); paused {
@@ -269,9 +263,29 @@ func (b *Bridge) observe(task *mapping.Task) {
 		b.log.Error("recording observation", "task", shortKey(task.Key), "error", err)
 		return
 	}
+	if updated != nil && updated.Status.Terminal() {
+		b.forget(task.Key)
+	}
 	if forward && err == nil {
 		b.forwardCancel(updated)
 	}
+}
+
+// forget drops what this process keeps in memory about a task that has
+// ended, so that memory does not grow with the number of tasks served.
+func (b *Bridge) forget(k mapping.Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.backoff, k)
+	delete(b.lookups, k)
+}
+
+// backedOff reports whether the task's next backend call (an observation
+// or a lookup) must wait still.
+func (b *Bridge) backedOff(k mapping.Key, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.backoff[k])
 }
 
 func (b *Bridge) setBackoff(k mapping.Key, d time.Duration) {
