@@ -34,4 +34,3 @@ func TestStatusTexts(t *testing.T) {
 		})
 	}
 }
-
