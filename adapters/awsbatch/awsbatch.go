@@ -9,15 +9,20 @@
 // jobbridge:correlation-id. When the outcome of a submission is unknown (a
 // 5xx, a timeout, a lost answer), Start says so (wrapping
 // [adapters.ErrOutcomeUnknown]) and [Adapter.Find] looks the job up with
-// ListJobs, filtered on the job name's prefix, in the tool's queue. A
+// ListJobs, filtered on the job name's prefix, in the tool's queue; finding
+// nothing proves that no job exists only once listing_lag (default 60s) has
+// passed since the request's SubmittedAt, and before that Find wraps
+// [adapters.ErrNotListedYet]. A
 // throttled submission created no job: Start returns an
 // [adapters.ThrottledError] at once. A refusal (a ClientException such as
 // an unknown queue) carries Batch's own message, cut to 500 bytes.
 //
 // Cancellation. Cancel terminates the job and tells a job that had finished
 // on its own (an error wrapping [adapters.ErrAlreadyFinished]) from one it
-// stopped; see [Adapter.Cancel]. Cancel, Find and the poller never retry a
-// throttled call.
+// stopped; see [Adapter.Cancel]. Until the stop takes effect, observations
+// say so: a job waiting for its dependencies is cancelled by Batch only once
+// they have finished, and a running container gets SIGTERM and its stop
+// timeout. Cancel, Find and the poller never retry a throttled call.
 //
 // Observation. Polls go through one shared poller per account and region (see
 // [Pollers]): the jobs that are due are gathered into DescribeJobs calls of up
@@ -36,7 +41,8 @@
 //
 // States. SUBMITTED, PENDING, RUNNABLE, STARTING and RUNNING are working,
 // with a status message saying which (the queue and Batch's statusReason
-// while RUNNABLE, child counts and progress for array jobs); SUCCEEDED is
+// while RUNNABLE, child counts and progress for array jobs, the attempt and
+// how the last one ended while retrying); SUCCEEDED is
 // succeeded; FAILED is a tool error with the reason, exit code, attempts and
 // log stream, or cancelled when Batch marks the job cancelled or terminated
 // or the reason is the bridge's own.
@@ -82,11 +88,9 @@ const cancelPrefix = "jobbridge:"
 // tagCorrelation is the tag carrying the correlation ID on every job.
 const tagCorrelation = "jobbridge:correlation-id"
 
-// findSettle is how long after a submission with an unknown outcome a
-// failed lookup is not taken as proof that no job exists: ListJobs is
-// eventually consistent. During it, Find reports an error, and the bridge
-// asks again later.
-const findSettle = 30 * time.Second
+// cancelMemory bounds how long the adapter remembers that it asked Batch
+// to stop a job that had not stopped yet.
+const cancelMemory = 24 * time.Hour
 
 // maxFindPages bounds the ListJobs pages one Find reads.
 const maxFindPages = 10
@@ -119,7 +123,7 @@ type Options struct {
 	// Logger receives warnings (throttling, duplicate jobs); pass it already
 	// scoped, for example with the backend's name. Default: none.
 	Logger *slog.Logger
-	// Now is the clock of cache freshness, backoff and Find's settle window.
+	// Now is the clock of cache freshness, backoff and Find's listing lag.
 	// Default time.Now.
 	Now func() time.Time
 }
@@ -137,9 +141,10 @@ type Adapter struct {
 	console template
 	log     *slog.Logger
 	now     func() time.Time
+	lag     time.Duration // listing_lag
 
 	mu      sync.Mutex
-	unknown map[string]time.Time // correlation ID -> when a submission's outcome was unknown
+	cancels map[string]time.Time // job ID -> when this adapter asked Batch to stop it
 }
 
 var (
@@ -176,7 +181,8 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		console: parseTemplate(backend.ConsoleURL),
 		log:     opts.Logger,
 		now:     opts.Now,
-		unknown: map[string]time.Time{},
+		lag:     backend.ListingLag,
+		cancels: map[string]time.Time{},
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -280,14 +286,10 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	})
 	if err != nil {
 		err = classifySubmit(err, rec.maybeSent.Load())
-		if errors.Is(err, adapters.ErrOutcomeUnknown) {
-			a.noteUnknown(req.CorrelationID)
-		}
 		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: %w", req.Tool, aws.ToString(in.JobName), err)
 	}
 	id := aws.ToString(out.JobId)
 	if id == "" {
-		a.noteUnknown(req.CorrelationID)
 		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: the answer has no job ID: %w", req.Tool, aws.ToString(in.JobName), adapters.ErrOutcomeUnknown)
 	}
 	return jobRef(id, req.Tool), nil
@@ -298,25 +300,30 @@ func jobRef(id, tool string) adapters.JobRef {
 	return adapters.JobRef{ID: id, Data: b}
 }
 
-func (a *Adapter) noteUnknown(correlationID string) {
+// noteCancel remembers that the adapter asked Batch to stop the job, so
+// that its observations can say that the stop has not taken effect yet.
+func (a *Adapter) noteCancel(jobID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
-	for c, at := range a.unknown {
-		if now.Sub(at) >= findSettle {
-			delete(a.unknown, c)
+	for id, at := range a.cancels {
+		if now.Sub(at) >= cancelMemory {
+			delete(a.cancels, id)
 		}
 	}
-	a.unknown[correlationID] = now
+	a.cancels[jobID] = now
 }
 
-// settling reports whether this process saw a submission with the
-// correlation ID end with an unknown outcome less than findSettle ago.
-func (a *Adapter) settling(correlationID string) bool {
+// cancelSent reports whether this adapter asked Batch to stop the job; a
+// job seen finished is forgotten.
+func (a *Adapter) cancelSent(jobID string, final bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	at, ok := a.unknown[correlationID]
-	return ok && a.now().Sub(at) < findSettle
+	_, ok := a.cancels[jobID]
+	if final {
+		delete(a.cancels, jobID)
+	}
+	return ok
 }
 
 // Poll observes the jobs through the shared poller: jobs described less
@@ -398,6 +405,7 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	default:
 		return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
 	}
+	a.noteCancel(ref.ID)
 	// Describe it afresh, now and for the next poll: did it finish
 	// before the terminate reached it?
 	a.poller.invalidate(ref.ID)
@@ -435,8 +443,13 @@ func finishedError(id string, d *types.JobDetail) error {
 // tool's queue, filtered on the job name prefix. Batch matches the filter
 // case-insensitively; the adapter then compares exactly. When several jobs
 // match (which Start never causes), the oldest is adopted and the others are
-// logged. Right after a submission with an unknown outcome, not finding the
-// job is reported as an error rather than as proof (ListJobs lags).
+// logged.
+//
+// ListJobs lags submissions, so finding nothing proves that no job exists
+// only once the backend's listing_lag has passed since req.SubmittedAt (zero
+// means now: a process that restarted knows the moment from the store).
+// Until then Find returns an error wrapping [adapters.ErrNotListedYet], and
+// the bridge searches again later.
 func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
 	t, err := a.tool(req.Tool)
 	if err != nil {
@@ -470,8 +483,14 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		in.NextToken = out.NextToken
 	}
 	if len(found) == 0 {
-		if a.settling(req.CorrelationID) {
-			return adapters.JobRef{}, false, fmt.Errorf("looking for %s job %s*: not listed yet; ListJobs may lag a submission by seconds, so look again later", req.Tool, prefix)
+		now := a.now()
+		sent := req.SubmittedAt
+		if sent.IsZero() || sent.After(now) {
+			sent = now
+		}
+		if wait := a.lag - now.Sub(sent); wait > 0 {
+			return adapters.JobRef{}, false, fmt.Errorf("looking for %s job %s* in queue %s: %w (Batch lists a job up to %v after its submission, %v from now)",
+				req.Tool, prefix, t.JobQueue, adapters.ErrNotListedYet, a.lag, wait.Round(time.Second))
 		}
 		return adapters.JobRef{}, false, nil
 	}

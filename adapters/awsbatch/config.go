@@ -57,6 +57,12 @@ type BackendConfig struct {
 	ConsoleURL string `yaml:"console_url"`
 	// Timeout bounds each API call. Default 10s.
 	Timeout time.Duration `yaml:"timeout"`
+	// ListingLag is how long after a submission ListJobs may still leave
+	// the new job out. When a submission's outcome was unknown, a search
+	// that finds no job within listing_lag of when it was sent proves
+	// nothing: the bridge searches again later, and concludes that no job
+	// was created only after it. Default 60s; 10s to 1h.
+	ListingLag time.Duration `yaml:"listing_lag"`
 }
 
 // JobConfig is a tool's `job:` block on an aws_batch backend: the SubmitJob
@@ -138,12 +144,15 @@ const (
 	defaultSubmitRate       = 20
 	defaultDescribeInterval = 2 * time.Second
 	defaultTimeout          = 10 * time.Second
+	defaultListingLag       = time.Minute
 
 	maxDescribeRate     = 100
 	maxSubmitRate       = 50 // Batch's fixed SubmitJob quota per account and region
 	minDescribeInterval = 10 * time.Millisecond
 	maxDescribeInterval = 10 * time.Minute
 	maxTimeout          = 5 * time.Minute
+	minListingLag       = 10 * time.Second
+	maxListingLag       = time.Hour
 
 	maxJobName       = 128
 	maxArraySize     = 10_000
@@ -177,6 +186,9 @@ func (c *BackendConfig) SetDefaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
+	}
+	if c.ListingLag == 0 {
+		c.ListingLag = defaultListingLag
 	}
 }
 
@@ -213,6 +225,9 @@ func (c *BackendConfig) Validate() error {
 	}
 	if c.Timeout < 0 || c.Timeout > maxTimeout {
 		errs = append(errs, adapters.Fieldf("timeout", "must be between 0s and %v", maxTimeout))
+	}
+	if c.ListingLag != 0 && (c.ListingLag < minListingLag || c.ListingLag > maxListingLag) {
+		errs = append(errs, adapters.Fieldf("listing_lag", "must be between %v and %v (default %v): until it has passed since a submission, not finding the job proves nothing", minListingLag, maxListingLag, defaultListingLag))
 	}
 	if c.ConsoleURL != "" {
 		if err := checkConsoleURL(c.ConsoleURL); err != nil {

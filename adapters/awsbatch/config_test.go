@@ -52,7 +52,7 @@ func TestBackendValidate(t *testing.T) {
 		{"everything", BackendConfig{
 			Region: "us-gov-west-1", Endpoint: "http://127.0.0.1:4566", Profile: "ops",
 			AssumeRoleARN: "arn:aws:iam::123456789012:role/jobbridge", DescribeRate: 2.5, SubmitRate: 50,
-			DescribeInterval: 5 * time.Second, QueuePosition: true, Timeout: time.Minute,
+			DescribeInterval: 5 * time.Second, QueuePosition: true, Timeout: time.Minute, ListingLag: 2 * time.Minute,
 			ConsoleURL: "https://console.invalid/batch?region={region}#jobs/detail/{job_id}",
 		}, nil},
 		{"no region", BackendConfig{}, []string{"region: required"}},
@@ -64,6 +64,8 @@ func TestBackendValidate(t *testing.T) {
 			"describe_rate: must be between 0 and 100", "submit_rate: must be between 0 and 50"}},
 		{"interval and timeout out of range", BackendConfig{Region: "eu-west-1", DescribeInterval: time.Millisecond, Timeout: -time.Second}, []string{
 			"describe_interval: must be between 10ms and 10m0s", "timeout: must be between 0s and 5m0s"}},
+		{"listing lag too short", BackendConfig{Region: "eu-west-1", ListingLag: time.Second}, []string{"listing_lag: must be between 10s and 1h0m0s"}},
+		{"listing lag too long", BackendConfig{Region: "eu-west-1", ListingLag: 2 * time.Hour}, []string{"listing_lag: must be between 10s and 1h0m0s"}},
 		{"console url", BackendConfig{Region: "eu-west-1", ConsoleURL: "https://x/{job}"}, []string{"console_url: unknown placeholder {job}"}},
 		{"console url scheme", BackendConfig{Region: "eu-west-1", ConsoleURL: "ftp://x/{job_id}"}, []string{"console_url: must start with https://"}},
 		{"profile", BackendConfig{Region: "eu-west-1", Profile: " ops"}, []string{"profile: contains control characters or surrounding spaces"}},
@@ -93,7 +95,7 @@ func checkErrors(t *testing.T, validate func() error, want []string) {
 func TestBackendSetDefaults(t *testing.T) {
 	c := BackendConfig{Region: "eu-west-1", SubmitRate: 7}
 	c.SetDefaults()
-	want := BackendConfig{Region: "eu-west-1", DescribeRate: 5, SubmitRate: 7, DescribeInterval: 2 * time.Second, Timeout: 10 * time.Second}
+	want := BackendConfig{Region: "eu-west-1", DescribeRate: 5, SubmitRate: 7, DescribeInterval: 2 * time.Second, Timeout: 10 * time.Second, ListingLag: time.Minute}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("SetDefaults (-want +got):\n%s", diff)
 	}

@@ -23,17 +23,27 @@ func (a *Adapter) observe(d description) adapters.Observation {
 		o.Progress = array.progress()
 	}
 	reason := aws.ToString(j.StatusReason)
+	final := j.Status == types.JobStatusSucceeded || j.Status == types.JobStatusFailed
+	stopping := a.cancelSent(aws.ToString(j.JobId), final)
+	tries := attemptsOf(j)
 	switch j.Status {
 	case types.JobStatusSubmitted:
 		o.Message = "submitted; waiting for the Batch scheduler"
 	case types.JobStatusPending:
 		switch {
+		case stopping && len(j.DependsOn) > 0:
+			// "A PENDING job is canceled after all dependency jobs are
+			// completed."
+			o.Message = "pending: cancel requested; Batch cancels a job that waits for other jobs only once the jobs it depends on have finished, so it stays pending until then"
 		case array != nil:
 			o.Message = "array job: " + array.text()
 		case len(j.DependsOn) > 0:
 			o.Message = "pending: waiting for the jobs it depends on"
 		default:
 			o.Message = "pending"
+		}
+		if stopping && array != nil {
+			o.Message += "; cancel requested: the array job is cancelled once its children have stopped"
 		}
 	case types.JobStatusRunnable:
 		o.Message = "runnable: waiting for capacity in queue " + queueName(aws.ToString(j.JobQueue))
@@ -43,18 +53,35 @@ func (a *Adapter) observe(d description) adapters.Observation {
 		if reason != "" {
 			o.Message += "; " + reason
 		}
+		if n := len(j.Attempts); n > 0 {
+			o.Message += "; retrying: " + tries.failed(j.Attempts[n-1], n)
+		}
 	case types.JobStatusStarting:
 		o.Message = "starting: placing the container and pulling its image"
+		if n := len(j.Attempts); n > 0 {
+			o.Message += " (" + tries.attempt(n+1) + "; " + tries.failed(j.Attempts[n-1], n) + ")"
+		}
 	case types.JobStatusRunning:
 		o.Message = "running"
-		if started := aws.ToInt64(j.StartedAt); started > 0 {
+		n := len(j.Attempts)
+		// startedAt is the first attempt's start, or the current one's:
+		// count only a start after the last failed attempt stopped.
+		started := aws.ToInt64(j.StartedAt)
+		if started > 0 && (n == 0 || started >= aws.ToInt64(j.Attempts[n-1].StoppedAt)) {
 			if run := a.now().Sub(time.UnixMilli(started)); run >= time.Second {
 				o.Message += " for " + run.Round(time.Second).String()
 			}
 		}
-		if n := len(j.Attempts); n > 0 {
-			o.Message += fmt.Sprintf(" (attempt %d)", n+1)
+		if n > 0 {
+			o.Message += " (" + tries.attempt(n+1) + "; " + tries.failed(j.Attempts[n-1], n) + ")"
+		} else if tries > 1 {
+			o.Message += " (" + tries.attempt(1) + ")"
 		}
+	}
+	if stopping && (j.Status == types.JobStatusStarting || j.Status == types.JobStatusRunning) {
+		o.Message += "; cancel requested: Batch sent the container SIGTERM and stops it once it exits or its stop timeout (30s by default) has passed"
+	}
+	switch j.Status {
 	case types.JobStatusSucceeded:
 		o.FinishedAt = stoppedAt(j)
 		o.State = adapters.StateSucceeded
@@ -79,6 +106,11 @@ func (a *Adapter) observe(d description) adapters.Observation {
 		if code, ok := exitCode(j); ok {
 			o.Message += fmt.Sprintf(" (exit code %d)", code)
 		}
+		if n := len(j.Attempts); n > 1 {
+			o.Message += fmt.Sprintf(" after %d attempts", n)
+		}
+	case types.JobStatusSubmitted, types.JobStatusPending, types.JobStatusRunnable, types.JobStatusStarting, types.JobStatusRunning:
+		// Described above.
 	default:
 		// A status this adapter does not know yet (such as a new Batch
 		// state): keep the task working and say what Batch said.
@@ -88,6 +120,37 @@ func (a *Adapter) observe(d description) adapters.Observation {
 		}
 	}
 	return o
+}
+
+// attempts is how many attempts a job gets in all (retryStrategy.attempts),
+// or 0 when Batch does not say.
+type attempts int
+
+func attemptsOf(j *types.JobDetail) attempts {
+	if j.RetryStrategy != nil {
+		return attempts(aws.ToInt32(j.RetryStrategy.Attempts))
+	}
+	return 0
+}
+
+// attempt names attempt n, e.g. "attempt 2 of 3".
+func (t attempts) attempt(n int) string {
+	if int(t) >= n {
+		return fmt.Sprintf("attempt %d of %d", n, t)
+	}
+	return fmt.Sprintf("attempt %d", n)
+}
+
+// failed says how attempt n ended, e.g. "attempt 1 of 3 failed with exit
+// code 1".
+func (t attempts) failed(a types.AttemptDetail, n int) string {
+	msg := t.attempt(n) + " failed"
+	if c := a.Container; c != nil && c.ExitCode != nil {
+		msg += fmt.Sprintf(" with exit code %d", *c.ExitCode)
+	} else if r := aws.ToString(a.StatusReason); r != "" {
+		msg += ": " + r
+	}
+	return msg
 }
 
 // stoppedAt is when Batch says the job stopped (stoppedAt, Unix

@@ -56,7 +56,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("starting the REST job API fake: %w", err)
 	}
 	defer jobs.Close()
-	batch := batchfake.New(nil)
+	// A short SIGTERM grace, so that a cancelled demo job ends in seconds.
+	batch := batchfake.New(&batchfake.Options{TerminateGrace: 2 * time.Second})
 	batchURL, err := batch.Start("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("starting the AWS Batch fake: %w", err)

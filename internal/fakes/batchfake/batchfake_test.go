@@ -2,17 +2,22 @@ package batchfake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
@@ -178,6 +183,21 @@ func TestLifecycles(t *testing.T) {
 			{3 * time.Second, seen{Status: types.JobStatusFailed, Reason: reasonExited, Exit: exit(3), Attempts: 3}},
 		},
 	}, {
+		name: "back to RUNNABLE after a failed attempt with attempts left",
+		in: &batch.SubmitJobInput{
+			JobName:       aws.String("retried"),
+			Parameters:    map[string]string{scriptKey: "submitted=0s,runnable=2s,starting=1s,running=10s,exit=1"},
+			RetryStrategy: &types.RetryStrategy{Attempts: aws.Int32(3)},
+		},
+		steps: []step{
+			{5 * time.Second, seen{Status: types.JobStatusRunning}},
+			{14 * time.Second, seen{Status: types.JobStatusRunnable, Exit: exit(1), Attempts: 1}},
+			{15500 * time.Millisecond, seen{Status: types.JobStatusStarting, Exit: exit(1), Attempts: 1}},
+			{20 * time.Second, seen{Status: types.JobStatusRunning, Attempts: 1}},
+			{27 * time.Second, seen{Status: types.JobStatusRunnable, Exit: exit(1), Attempts: 2}},
+			{50 * time.Second, seen{Status: types.JobStatusFailed, Reason: reasonExited, Exit: exit(1), Attempts: 3}},
+		},
+	}, {
 		name: "stuck in RUNNABLE with a reason",
 		in:   scripted("stuck", "submitted=0s,runnable=1h,runnable_reason=CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"),
 		steps: []step{
@@ -312,7 +332,7 @@ func TestDescribeJobs(t *testing.T) {
 
 func TestStopJobs(t *testing.T) {
 	const s = "submitted=0s,runnable=10s,starting=0s,running=1m"
-	exit143 := int32(exitTerminated)
+	exit143, exit137 := int32(exitTerminated), int32(exitKilled)
 	tests := []struct {
 		name      string
 		script    string
@@ -321,12 +341,18 @@ func TestStopJobs(t *testing.T) {
 		wait      time.Duration // after the stop
 		want      seen
 	}{
-		{"terminate a running job", s, 20 * time.Second, true, 0,
+		{"terminate a running job that exits on SIGTERM", s + ",terminate_delay=0s", 20 * time.Second, true, 0,
 			seen{Status: types.JobStatusFailed, Reason: "stop it", Exit: &exit143, Attempts: 1, Terminated: true}},
 		{"terminate a running job that takes time to stop", s + ",terminate_delay=5s", 20 * time.Second, true, 4 * time.Second,
 			seen{Status: types.JobStatusRunning}},
 		{"terminated after the delay", s + ",terminate_delay=5s", 20 * time.Second, true, 5 * time.Second,
 			seen{Status: types.JobStatusFailed, Reason: "stop it", Exit: &exit143, Attempts: 1, Terminated: true}},
+		{"a container ignoring SIGTERM runs on for the 30s grace", s, 20 * time.Second, true, 29 * time.Second,
+			seen{Status: types.JobStatusRunning}},
+		{"a container ignoring SIGTERM is killed after the grace", s, 20 * time.Second, true, 30 * time.Second,
+			seen{Status: types.JobStatusFailed, Reason: "stop it", Exit: &exit137, Attempts: 1, Terminated: true}},
+		{"terminate a job between attempts cancels it", s + ",exit=1", 75 * time.Second, true, 0,
+			seen{Status: types.JobStatusFailed, Reason: "stop it", Exit: new(int32(1)), Attempts: 1, Cancelled: true}},
 		{"terminate a runnable job", s, 5 * time.Second, true, 0,
 			seen{Status: types.JobStatusFailed, Reason: "stop it", Cancelled: true}},
 		{"cancel a runnable job", s, 5 * time.Second, false, 0,
@@ -339,7 +365,9 @@ func TestStopJobs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			id := f.submit(scripted("stop-me", tc.script))
+			in := scripted("stop-me", tc.script)
+			in.RetryStrategy = &types.RetryStrategy{Attempts: aws.Int32(2)}
+			id := f.submit(in)
 			f.clock.Advance(tc.after)
 			var err error
 			if tc.terminate {
@@ -456,7 +484,7 @@ func TestListJobs(t *testing.T) {
 		f.clock.Advance(time.Duration(i+1) * time.Millisecond)
 	}
 	f.submit(&batch.SubmitJobInput{JobName: aws.String("jb-abc-elsewhere"), JobQueue: aws.String("another")})
-	f.clock.Advance(time.Second)
+	f.clock.Advance(defaultListingLag)
 
 	list := func(in *batch.ListJobsInput) ([]string, error) {
 		out, err := f.client.ListJobs(t.Context(), in)
@@ -716,5 +744,267 @@ func TestStartAndClose(t *testing.T) {
 	}
 	if err := srv.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCancelWaitsForDependencies checks the service model's rule: "a
+// PENDING job is canceled after all dependency jobs are completed". A
+// CancelJob or TerminateJob of a job held by a running dependency answers
+// at once, but the job stays PENDING until the dependency finishes, and only
+// then ends FAILED, cancelled, with the reason.
+func TestCancelWaitsForDependencies(t *testing.T) {
+	for _, terminate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("terminate=%v", terminate), func(t *testing.T) {
+			f := newFixture(t, nil)
+			dep := f.submit(scripted("dep", "submitted=0s,runnable=0s,starting=0s,running=1m"))
+			held := f.submit(&batch.SubmitJobInput{
+				JobName:    aws.String("held"),
+				Parameters: map[string]string{scriptKey: "submitted=0s,runnable=0s,starting=0s,running=1m"},
+				DependsOn:  []types.JobDependency{{JobId: &dep}},
+			})
+			f.clock.Advance(10 * time.Second)
+			var err error
+			if terminate {
+				_, err = f.client.TerminateJob(t.Context(), &batch.TerminateJobInput{JobId: &held, Reason: aws.String("stop it")})
+			} else {
+				_, err = f.client.CancelJob(t.Context(), &batch.CancelJobInput{JobId: &held, Reason: aws.String("stop it")})
+			}
+			if err != nil {
+				t.Fatalf("stopping: %v", err)
+			}
+			f.clock.Advance(49 * time.Second)
+			if diff := cmp.Diff(seen{Status: types.JobStatusPending}, f.seen(held)); diff != "" {
+				t.Errorf("while the dependency runs (-want +got):\n%s", diff)
+			}
+			f.clock.Advance(time.Second)
+			if diff := cmp.Diff(seen{Status: types.JobStatusFailed, Reason: "stop it", Cancelled: true}, f.seen(held)); diff != "" {
+				t.Errorf("once the dependency finished (-want +got):\n%s", diff)
+			}
+			if d := f.describe(held); aws.ToInt64(d.StoppedAt) != t0.Add(time.Minute).UnixMilli() {
+				t.Errorf("stoppedAt = %d, want the dependency's end %d", aws.ToInt64(d.StoppedAt), t0.Add(time.Minute).UnixMilli())
+			}
+		})
+	}
+}
+
+// TestListJobsLags checks that ListJobs leaves a new job out for the
+// listing lag while DescribeJobs already answers for it.
+func TestListJobsLags(t *testing.T) {
+	tests := []struct {
+		name string
+		lag  time.Duration
+		want time.Duration // first moment it is listed
+	}{
+		{"default", 0, defaultListingLag},
+		{"configured", 5 * time.Second, 5 * time.Second},
+		{"none", -1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &Options{ListingLag: tc.lag})
+			id := f.submit(scripted("jb-lag-x", ""))
+			listed := func() bool {
+				out, err := f.client.ListJobs(t.Context(), &batch.ListJobsInput{JobQueue: aws.String("default"),
+					Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"jb-lag-*"}}}})
+				if err != nil {
+					t.Fatalf("ListJobs: %v", err)
+				}
+				return len(out.JobSummaryList) == 1
+			}
+			if tc.want > 0 {
+				f.clock.Advance(tc.want - time.Millisecond)
+				if listed() {
+					t.Errorf("listed %v after submission, want only from %v", tc.want-time.Millisecond, tc.want)
+				}
+				if f.describe(id) == nil {
+					t.Errorf("DescribeJobs leaves the job out during the listing lag")
+				}
+				f.clock.Advance(time.Millisecond)
+			}
+			if !listed() {
+				t.Errorf("not listed %v after submission", tc.want)
+			}
+		})
+	}
+}
+
+// TestListJobsFilters checks the JOB_DEFINITION filter (every revision of a
+// name, case-sensitive, a trailing * for a prefix, an ARN for one
+// revision) and SHARE_IDENTIFIER (which, alone among filters, combines with
+// jobStatus).
+func TestListJobsFilters(t *testing.T) {
+	f := newFixture(t, nil)
+	const run = "submitted=0s,runnable=0s,starting=0s,running=1h"
+	for _, j := range []struct{ name, def, share, script string }{
+		{"etl-1", "etl:1", "blue", run},
+		{"etl-2", "arn:aws:batch:us-east-1:123456789012:job-definition/etl:2", "green", run},
+		{"etl-upper", "ETL", "blue", run},
+		{"etl2", "etl2", "blue", "submitted=0s,runnable=1h"},
+		{"plain", "etl", "", run},
+	} {
+		in := scripted(j.name, j.script)
+		in.JobDefinition = aws.String(j.def)
+		if j.share != "" {
+			in.ShareIdentifier = aws.String(j.share)
+		}
+		f.submit(in)
+		f.clock.Advance(time.Millisecond)
+	}
+	f.clock.Advance(defaultListingLag)
+	filter := func(name, value string, status types.JobStatus) *batch.ListJobsInput {
+		return &batch.ListJobsInput{JobQueue: aws.String("default"), JobStatus: status,
+			Filters: []types.KeyValuesPair{{Name: aws.String(name), Values: []string{value}}}}
+	}
+	tests := []struct {
+		name string
+		in   *batch.ListJobsInput
+		want []string
+		code string
+	}{
+		{"definition name: every revision, case-sensitive", filter("JOB_DEFINITION", "etl", ""), []string{"plain", "etl-2", "etl-1"}, ""},
+		{"definition prefix", filter("JOB_DEFINITION", "etl*", ""), []string{"plain", "etl2", "etl-2", "etl-1"}, ""},
+		{"definition in upper case", filter("JOB_DEFINITION", "ETL", ""), []string{"etl-upper"}, ""},
+		{"definition ARN: that revision", filter("JOB_DEFINITION", "arn:aws:batch:us-east-1:123456789012:job-definition/etl:1", ""), []string{"plain", "etl-1"}, ""}, // "etl" ran revision 1
+		{"definition ARN with an asterisk", filter("JOB_DEFINITION", "arn:aws:batch:us-east-1:123456789012:job-definition/etl*", ""), nil, "ClientException"},
+		{"share identifier, every status", filter("SHARE_IDENTIFIER", "blue", ""), []string{"etl2", "etl-upper", "etl-1"}, ""},
+		{"share identifier with jobStatus", filter("SHARE_IDENTIFIER", "blue", types.JobStatusRunnable), []string{"etl2"}, ""},
+		{"another filter ignores jobStatus", filter("JOB_DEFINITION", "etl2", types.JobStatusRunning), []string{"etl2"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := f.client.ListJobs(t.Context(), tc.in)
+			if apiErrorCode(err) != tc.code {
+				t.Fatalf("ListJobs: %v, want error code %q", err, tc.code)
+			}
+			var names []string
+			if out != nil {
+				for _, s := range out.JobSummaryList {
+					names = append(names, aws.ToString(s.JobName))
+				}
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestErrorAnswers checks the answers the service model describes:
+// ServerException is an HTTP 500 (also when a test asks for another status
+// with that code), other server errors get codes of their own, and every
+// answer, success or error, carries an x-amzn-RequestId.
+func TestErrorAnswers(t *testing.T) {
+	tests := []struct {
+		name       string
+		fault      *Fault
+		wantStatus int
+		wantCode   string
+	}{
+		{"success", nil, http.StatusOK, ""},
+		{"default fault", &Fault{}, http.StatusInternalServerError, "ServerException"},
+		{"ServerException is a 500", &Fault{Status: http.StatusBadGateway, Code: "ServerException"}, http.StatusInternalServerError, "ServerException"},
+		{"503", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable, "ServiceUnavailableException"},
+		{"throttled", &Fault{Status: http.StatusTooManyRequests}, http.StatusTooManyRequests, "TooManyRequestsException"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			if tc.fault != nil {
+				f.srv.Inject(*tc.fault)
+			}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.url+"/v1/describejobs", strings.NewReader(`{"jobs":[]}`))
+			req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=x")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus || resp.Header.Get("X-Amzn-ErrorType") != tc.wantCode {
+				t.Errorf("answer %d %q, want %d %q", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), tc.wantStatus, tc.wantCode)
+			}
+			if id := resp.Header.Get("x-amzn-RequestId"); !uuidRE.MatchString(id) {
+				t.Errorf("x-amzn-RequestId = %q, want a UUID", id)
+			}
+		})
+	}
+
+	t.Run("the SDK reads the request ID", func(t *testing.T) {
+		f := newFixture(t, nil)
+		out, err := f.client.DescribeJobs(t.Context(), &batch.DescribeJobsInput{Jobs: []string{}})
+		if err != nil {
+			t.Fatalf("DescribeJobs: %v", err)
+		}
+		if id, ok := awsmiddleware.GetRequestIDMetadata(out.ResultMetadata); !ok || !uuidRE.MatchString(id) {
+			t.Errorf("request ID = %q (%v), want a UUID", id, ok)
+		}
+	})
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// TestExchangeRecording checks that with ExchangeDir every exchange is
+// appended to batch-<pid>.jsonl in the shared format: operation named,
+// credentials left out, injected faults marked.
+func TestExchangeRecording(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, &Options{ExchangeDir: dir})
+	id := f.submit(scripted("recorded", ""))
+	f.srv.Inject(Fault{Operation: OpDescribeJobs, Status: http.StatusTooManyRequests})
+	if _, err := f.client.DescribeJobs(t.Context(), &batch.DescribeJobsInput{Jobs: []string{id}}); apiErrorCode(err) != "TooManyRequestsException" {
+		t.Fatalf("DescribeJobs: %v, want the injected throttling", err)
+	}
+	f.describe(id)
+
+	raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("batch-%d.jsonl", os.Getpid())))
+	if err != nil {
+		t.Fatalf("reading the exchanges: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	type line struct {
+		Backend, Method, Path, Operation string
+		Status                           int
+		Injected                         bool
+		RequestHeaders                   http.Header `json:"request_headers"`
+		ResponseHeaders                  http.Header `json:"response_headers"`
+		RequestBody                      string      `json:"request_body"`
+		ResponseBody                     string      `json:"response_body"`
+	}
+	var got []line
+	for _, l := range lines {
+		var x line
+		if err := json.Unmarshal([]byte(l), &x); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		got = append(got, x)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d exchanges recorded, want 3:\n%s", len(got), raw)
+	}
+	type summary struct {
+		Backend, Method, Path, Operation string
+		Status                           int
+		Injected                         bool
+	}
+	want := []summary{
+		{"batch", "POST", "/v1/submitjob", OpSubmitJob, 200, false},
+		{"batch", "POST", "/v1/describejobs", OpDescribeJobs, 429, true},
+		{"batch", "POST", "/v1/describejobs", OpDescribeJobs, 200, false},
+	}
+	for i, x := range got {
+		if diff := cmp.Diff(want[i], summary{x.Backend, x.Method, x.Path, x.Operation, x.Status, x.Injected}); diff != "" {
+			t.Errorf("exchange %d (-want +got):\n%s", i, diff)
+		}
+		if x.RequestHeaders.Get("Authorization") != "" {
+			t.Errorf("exchange %d records the Authorization header", i)
+		}
+		if x.RequestHeaders.Get("Content-Type") != "application/json" || len(x.ResponseHeaders["x-amzn-RequestId"]) != 1 {
+			t.Errorf("exchange %d headers: request %v, response %v", i, x.RequestHeaders, x.ResponseHeaders)
+		}
+		if !json.Valid([]byte(x.RequestBody)) || !json.Valid([]byte(x.ResponseBody)) {
+			t.Errorf("exchange %d bodies are not the JSON sent: %q, %q", i, x.RequestBody, x.ResponseBody)
+		}
+	}
+	if !strings.Contains(got[2].ResponseBody, id) {
+		t.Errorf("DescribeJobs answer recorded as %q, want the job", got[2].ResponseBody)
 	}
 }

@@ -35,7 +35,11 @@
 //	403 UnrecognizedClientException    no SigV4 Authorization header
 //	404 UnknownOperationException      another path or method
 //	429 TooManyRequestsException       only when injected (see Faults)
-//	500 ServerException                only when injected
+//	500 ServerException                only when injected (the model's only server error; always a 500)
+//	503 ServiceUnavailableException    only when injected
+//
+// Every answer, success or error, carries an x-amzn-RequestId header (a
+// random UUID), as Batch's do.
 //
 // # Operations
 //
@@ -77,15 +81,26 @@
 // "filters": [{"name", "values"}], "maxResults", "nextToken"} answers
 // {"jobSummaryList": [...], "nextToken"}, newest first. As in Batch: at most
 // one filter, JOB_NAME (case-insensitive; a trailing * matches a prefix),
-// JOB_DEFINITION, BEFORE_CREATED_AT or AFTER_CREATED_AT (Unix milliseconds);
-// with a filter every status is listed, without one only jobStatus (default
-// RUNNING). maxResults is 1-1000 (default 100); nextToken is opaque.
+// JOB_DEFINITION (case-sensitive; a name matches every revision of it, a
+// trailing * a name prefix, an ARN that revision only, and an ARN with * is
+// a ClientException), SHARE_IDENTIFIER, BEFORE_CREATED_AT or
+// AFTER_CREATED_AT (Unix milliseconds); with a filter every status is
+// listed (SHARE_IDENTIFIER alone combines with jobStatus), without one only
+// jobStatus (default RUNNING). maxResults is 1-1000 (default 100);
+// nextToken is opaque. ListJobs lags submissions as Batch's does: a job is
+// listed only [Options.ListingLag] (default 2s) after its submission, while
+// DescribeJobs answers for it at once.
 //
 // TerminateJob and CancelJob {"jobId", "reason"} answer {} (an unknown job is
 // a 400 ClientException; a finished one is left alone). TerminateJob stops a
-// job in any state: a SUBMITTED, PENDING or RUNNABLE job ends FAILED with
-// isCancelled, a STARTING or RUNNING one FAILED with isTerminated (after the
-// script's terminate_delay), exit code 143 on its attempt. CancelJob only
+// job in any state: a SUBMITTED or RUNNABLE job ends FAILED with
+// isCancelled at once; a PENDING one only once its dependencies have
+// finished ("a PENDING job is canceled after all dependency jobs are
+// completed"), staying PENDING until then; a STARTING or RUNNING one gets
+// SIGTERM and stays RUNNING until its container exits (the script's
+// terminate_delay, exit code 143) or the grace ends ([Options.TerminateGrace],
+// default 30s, exit code 137), then ends FAILED with isTerminated and is
+// not retried. CancelJob only
 // affects SUBMITTED, PENDING and RUNNABLE jobs and does nothing to STARTING or
 // RUNNING ones, yet still answers {}. The reason becomes the statusReason.
 // Stopping an array parent stops its children.
@@ -108,12 +123,14 @@
 //	running=3s         time in RUNNING, per attempt
 //	exit=0             exit code of every attempt; non-zero fails the attempt
 //	hidden=0s          DescribeJobs and ListJobs leave the job out for this long after submission
-//	terminate_delay=0s how long a STARTING or RUNNING job takes to stop after TerminateJob
+//	terminate_delay=   how long the container takes to exit on SIGTERM; unset: it ignores SIGTERM and is killed after the grace
 //	stagger=0s         array jobs: child i waits i*stagger longer in RUNNABLE
 //	fail_children=0    array jobs: children 0..n-1 exit with exit (or 1 when exit is 0); the others exit 0
 //
 // The defaults are shown. A job whose attempt exits non-zero is retried up to
-// retryStrategy.attempts attempts in all, each running again; the last failed
+// retryStrategy.attempts attempts in all: it goes back to RUNNABLE, then
+// STARTING and RUNNING again, and DescribeJobs lists each finished attempt
+// in attempts; the last failed
 // attempt ends it FAILED with statusReason "Essential container in task
 // exited". An attempt running longer than timeout.attemptDurationSeconds is
 // stopped at the timeout and the job ends FAILED with "Job attempt duration
@@ -136,5 +153,17 @@
 // optionally with a Retry-After header; [Server.ClearFaults] ends a storm),
 // 5xx answers, dropped connections, and, with [Fault.AfterHandling], crash-time
 // duplicates: SubmitJob creates the job and then answers 500, so the client
-// cannot tell whether the job exists.
+// cannot tell whether the job exists. Injected answers are recorded with
+// "injected": true.
+//
+// # Exchange recording
+//
+// With [Options.ExchangeDir] (default: the environment variable
+// JOBBRIDGE_EXCHANGES) the server appends every exchange it answers to
+// <dir>/batch-<pid>.jsonl, one JSON object a line, written in one append
+// under a process-wide lock: backend ("batch"), method, path, query,
+// request_headers (without Authorization, X-Amz-Security-Token and
+// Cookie), request_body, status (0 for a dropped connection),
+// response_headers, response_body, operation (SubmitJob, DescribeJobs, ...),
+// and injected and truncated (bodies over 1 MiB) when true.
 package batchfake

@@ -30,9 +30,16 @@ const (
 	reasonArrayChild = "Array Child Job failed"
 )
 
-// exitTerminated is the exit code of a container stopped by TerminateJob
-// (128 + SIGTERM).
-const exitTerminated = 143
+// Exit codes of a container stopped by TerminateJob: 128 + SIGTERM when it
+// exited within the grace, 128 + SIGKILL when the grace ran out.
+const (
+	exitTerminated = 143
+	exitKilled     = 137
+)
+
+// defaultTerminateGrace is how long a container has to exit after the
+// SIGTERM of a TerminateJob before it is killed: ECS's default stopTimeout.
+const defaultTerminateGrace = 30 * time.Second
 
 // scriptKey is the parameter (or tag) that carries a job's script.
 const scriptKey = "jobbridge_script"
@@ -43,6 +50,7 @@ type script struct {
 	runnableReason                                  string
 	exit                                            int
 	hidden, terminateDelay, stagger                 time.Duration
+	terminateDelaySet                               bool // else the container ignores SIGTERM
 	failChildren                                    int
 }
 
@@ -88,6 +96,7 @@ func parseScript(s string) (script, error) {
 				return script{}, fmt.Errorf("%s: %s=%q is not a duration between 0s and 24h", scriptKey, key, val)
 			}
 			*d = v
+			sc.terminateDelaySet = sc.terminateDelaySet || key == "terminate_delay"
 			continue
 		}
 		switch key {
@@ -121,6 +130,7 @@ type job struct {
 	definitionARN string
 	created       time.Time
 	script        script
+	grace         time.Duration // how long a terminated container has after SIGTERM
 
 	parameters    map[string]string
 	tags          map[string]string
@@ -152,20 +162,22 @@ type stopRequest struct {
 // plan is a job's natural timeline: what happens when nobody stops it.
 type plan struct {
 	submittedEnd time.Time // SUBMITTED before this
+	depsEnd      time.Time // when the last dependency finished; zero without any
 	readyAt      time.Time // PENDING before this
 	depFailed    bool      // a dependency failed: FAILED from readyAt
-	runnableEnd  time.Time
-	startingEnd  time.Time
 	attempts     []attemptPlan
 	end          time.Time
 	status       string
 	reason       string
 }
 
+// attemptPlan is one attempt: RUNNABLE from runnableAt (waiting for
+// capacity, again after a failed attempt with attempts left), STARTING from
+// startingAt, RUNNING from start until end.
 type attemptPlan struct {
-	start, end time.Time
-	exit       *int
-	timedOut   bool
+	runnableAt, startingAt, start, end time.Time
+	exit                               *int
+	timedOut                           bool
 }
 
 // state is what a job looks like at one moment.
@@ -202,36 +214,44 @@ func (j *job) exitCode() int {
 }
 
 // plan computes the job's natural timeline. Array parents have none of their
-// own; see at.
+// own; see at. An array child waits for its parent's dependencies.
 func (j *job) plan() plan {
 	sc := j.script
 	var p plan
+	deps := j.deps
 	if j.parent != nil {
 		p.submittedEnd = j.parent.created.Add(j.parent.script.submitted)
+		deps = j.parent.deps
 	} else {
 		p.submittedEnd = j.created.Add(sc.submitted)
 	}
-	ready := p.submittedEnd.Add(sc.pending)
-	for _, d := range j.deps {
+	for _, d := range deps {
 		end, st := d.final()
-		if end.After(ready) {
-			ready = end
+		if end.After(p.depsEnd) {
+			p.depsEnd = end
 		}
 		if st.status == statusFailed {
 			p.depFailed = true
 		}
 	}
-	p.readyAt = ready
+	p.readyAt = p.submittedEnd.Add(sc.pending)
+	if p.depsEnd.After(p.readyAt) {
+		p.readyAt = p.depsEnd
+	}
 	if p.depFailed {
-		p.end, p.status, p.reason = ready, statusFailed, reasonDependency
+		p.end, p.status, p.reason = p.readyAt, statusFailed, reasonDependency
 		return p
 	}
-	p.runnableEnd = ready.Add(sc.runnable + time.Duration(j.index)*sc.stagger)
-	p.startingEnd = p.runnableEnd.Add(sc.starting)
-	t := p.startingEnd
+	t := p.readyAt
 	exit := j.exitCode()
-	for range j.attempts {
-		a := attemptPlan{start: t}
+	for i := range j.attempts {
+		a := attemptPlan{runnableAt: t}
+		wait := sc.runnable
+		if i == 0 {
+			wait += time.Duration(j.index) * sc.stagger
+		}
+		a.startingAt = t.Add(wait)
+		a.start = a.startingAt.Add(sc.starting)
 		d := sc.running
 		if limit := time.Duration(j.timeout) * time.Second; j.timeout > 0 && d > limit {
 			d, a.timedOut = limit, true
@@ -255,6 +275,20 @@ func (j *job) plan() plan {
 	return p
 }
 
+// attemptAt is the index of the attempt under way at t (RUNNABLE, STARTING
+// or RUNNING for it), or -1.
+func (p plan) attemptAt(t time.Time) int {
+	if t.Before(p.readyAt) {
+		return -1
+	}
+	for i, a := range p.attempts {
+		if t.Before(a.end) {
+			return i
+		}
+	}
+	return -1
+}
+
 // naturalStatus is the status the plan gives at t.
 func (j *job) naturalStatus(p plan, t time.Time) string {
 	switch {
@@ -267,11 +301,14 @@ func (j *job) naturalStatus(p plan, t time.Time) string {
 		return statusPending
 	case p.depFailed:
 		return statusFailed
-	case t.Before(p.runnableEnd):
-		return statusRunnable
-	case t.Before(p.startingEnd):
-		return statusStarting
-	case t.Before(p.end):
+	}
+	if i := p.attemptAt(t); i >= 0 {
+		switch a := p.attempts[i]; {
+		case t.Before(a.startingAt):
+			return statusRunnable
+		case t.Before(a.start):
+			return statusStarting
+		}
 		return statusRunning
 	}
 	return p.status
@@ -287,6 +324,14 @@ func (j *job) final() (time.Time, state) {
 }
 
 // at computes the job's state at now.
+//
+// A stop request (TerminateJob or CancelJob) cancels a SUBMITTED or RUNNABLE
+// job at once, and a PENDING one once its dependencies have finished, as
+// Batch does ("a PENDING job is canceled after all dependency jobs are
+// completed"). A STARTING or RUNNING job gets SIGTERM and stays RUNNING
+// until its container exits (the script's terminate_delay, exit code 143)
+// or the grace ends ([Options.TerminateGrace], exit code 137); a
+// terminated job is not retried.
 func (j *job) at(now time.Time) state {
 	if j.size > 0 {
 		return j.parentAt(now)
@@ -294,14 +339,31 @@ func (j *job) at(now time.Time) state {
 	p := j.plan()
 	end, status, reason := p.end, p.status, p.reason
 	var cut time.Time // the moment a stop cuts the running attempt short
+	cutExit := exitKilled
 	var cancelled, terminated bool
 	if s := j.stop; s != nil {
 		switch j.naturalStatus(p, s.at) {
-		case statusSubmitted, statusPending, statusRunnable:
+		case statusPending:
+			at := s.at
+			if p.depsEnd.After(at) {
+				at = p.depsEnd
+			}
+			end, status, reason, cancelled = at, statusFailed, s.reason, true
+		case statusSubmitted, statusRunnable:
 			end, status, reason, cancelled = s.at, statusFailed, s.reason, true
 		case statusStarting, statusRunning:
-			if e := s.at.Add(j.script.terminateDelay); e.Before(p.end) {
+			a := p.attempts[p.attemptAt(s.at)]
+			delay := j.grace
+			if j.script.terminateDelaySet && j.script.terminateDelay < delay {
+				delay, cutExit = j.script.terminateDelay, exitTerminated
+			}
+			switch e := s.at.Add(delay); {
+			case e.Before(a.end):
 				end, status, reason, terminated, cut = e, statusFailed, s.reason, true, e
+			case a.end.Before(p.end):
+				// The attempt ended on its own within the grace; a
+				// terminated job gets no further attempt.
+				end, status, reason, terminated = a.end, statusFailed, s.reason, true
 			}
 		}
 	}
@@ -316,8 +378,10 @@ func (j *job) at(now time.Time) state {
 			st.reason = j.script.runnableReason
 		}
 	}
-	if !p.startingEnd.IsZero() && !now.Before(p.startingEnd) && p.startingEnd.Before(end) {
-		st.startedAt = p.startingEnd
+	if len(p.attempts) > 0 {
+		if first := p.attempts[0].start; !now.Before(first) && first.Before(end) {
+			st.startedAt = first
+		}
 	}
 	for i, a := range p.attempts {
 		if !a.start.Before(end) || a.start.After(now) {
@@ -328,7 +392,7 @@ func (j *job) at(now time.Time) state {
 			as.reason = reasonTimeout
 		}
 		if !cut.IsZero() && a.end.After(cut) {
-			code := exitTerminated
+			code := cutExit
 			as.stop, as.exit, as.reason = cut, &code, "Task stopped: "+reason
 		}
 		if now.Before(as.stop) {
@@ -338,6 +402,16 @@ func (j *job) at(now time.Time) state {
 		st.attempts = append(st.attempts, as)
 	}
 	return st
+}
+
+// runnableSince is when the job last became RUNNABLE, for a job RUNNABLE
+// at now.
+func (j *job) runnableSince(now time.Time) time.Time {
+	p := j.plan()
+	if i := p.attemptAt(now); i >= 0 {
+		return p.attempts[i].runnableAt
+	}
+	return p.readyAt
 }
 
 // parentAt computes an array parent's state from its children's.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,7 +71,28 @@ type Options struct {
 	// Retention, when positive, is how long a finished job stays visible;
 	// after it the job is purged, as Batch purges old jobs. Default: forever.
 	Retention time.Duration
+	// TerminateGrace is how long a STARTING or RUNNING job's container has
+	// to exit after the SIGTERM of a TerminateJob before it is killed; the
+	// job stays RUNNING meanwhile. Default 30s, ECS's default stopTimeout,
+	// as in Batch; negative means none (the container stops at once). A
+	// script's terminate_delay shorter than the grace is a container that
+	// exits on SIGTERM.
+	TerminateGrace time.Duration
+	// ListingLag is how long ListJobs leaves a new job out after its
+	// submission, as Batch's listing lags its submissions (DescribeJobs
+	// answers at once). Default 2s; negative means none.
+	ListingLag time.Duration
+	// ExchangeDir, when set, is a directory to which every HTTP exchange
+	// the server answers is appended, one JSON object a line, in the file
+	// batch-<pid>.jsonl (see the package documentation). Default: the
+	// environment variable JOBBRIDGE_EXCHANGES; empty records nothing.
+	ExchangeDir string
 }
+
+// Defaults of [Options].
+const (
+	defaultListingLag = 2 * time.Second
+)
 
 // Server is the fake Batch API. Create one with [New]; it is an
 // [http.Handler] and is safe for concurrent use.
@@ -80,6 +102,9 @@ type Server struct {
 	account   string
 	queues    []string
 	retention time.Duration
+	grace     time.Duration
+	lag       time.Duration
+	exchanges string
 
 	mu     sync.Mutex
 	seq    int
@@ -102,7 +127,10 @@ func New(opts *Options) *Server {
 		jobs:    make(map[string]*job),
 		calls:   make(map[string]int),
 		named:   make(map[string]int),
+		grace:   defaultTerminateGrace,
+		lag:     defaultListingLag,
 	}
+	s.exchanges = os.Getenv(ExchangesEnv)
 	if opts != nil {
 		if opts.Now != nil {
 			s.now = opts.Now
@@ -115,6 +143,21 @@ func New(opts *Options) *Server {
 		}
 		s.queues = slices.Clone(opts.Queues)
 		s.retention = opts.Retention
+		switch {
+		case opts.TerminateGrace > 0:
+			s.grace = opts.TerminateGrace
+		case opts.TerminateGrace < 0:
+			s.grace = 0
+		}
+		switch {
+		case opts.ListingLag > 0:
+			s.lag = opts.ListingLag
+		case opts.ListingLag < 0:
+			s.lag = 0
+		}
+		if opts.ExchangeDir != "" {
+			s.exchanges = opts.ExchangeDir
+		}
 	}
 	return s
 }
@@ -176,7 +219,10 @@ type Fault struct {
 	Status int
 	// Code is the error code sent in X-Amzn-ErrorType and the body's
 	// __type. Default: TooManyRequestsException for 429, ServerException
-	// for 5xx, ClientException otherwise.
+	// for 500 (the service model's only server error, always a 500: a
+	// fault with this code is answered 500 whatever Status says),
+	// ServiceUnavailableException for 503, InternalFailure for another
+	// 5xx, ClientException otherwise.
 	Code string
 	// AfterHandling handles the request normally first (creating the job,
 	// stopping it, ...) and only then answers the error: the client cannot
@@ -197,15 +243,19 @@ func (s *Server) Inject(f Fault) {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
-	if f.Status == 0 {
+	if f.Status == 0 || f.Code == "ServerException" {
 		f.Status = http.StatusInternalServerError
 	}
 	if f.Code == "" {
 		switch {
 		case f.Status == http.StatusTooManyRequests:
 			f.Code = "TooManyRequestsException"
-		case f.Status >= 500:
+		case f.Status == http.StatusInternalServerError:
 			f.Code = "ServerException"
+		case f.Status == http.StatusServiceUnavailable:
+			f.Code = "ServiceUnavailableException"
+		case f.Status >= 500:
+			f.Code = "InternalFailure"
 		default:
 			f.Code = "ClientException"
 		}
@@ -257,6 +307,25 @@ func clientError(format string, args ...any) response {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	op, known := operations[r.URL.Path]
+	// Every answer carries a request ID, as Batch's do.
+	w.Header()[requestIDHeader] = []string{newRequestID()}
+	if s.exchanges != "" {
+		rw := &recorder{ResponseWriter: w}
+		ex := exchange{Backend: "batch", Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+			RequestHeaders: redactHeaders(r.Header), Operation: op}
+		ex.RequestBody, ex.Truncated = capBody(body)
+		defer func() {
+			ex.Status, ex.ResponseHeaders = rw.status, rw.Header().Clone()
+			var cut bool
+			ex.ResponseBody, cut = capBody(rw.body.Bytes())
+			ex.Truncated = ex.Truncated || cut
+			ex.Injected = rw.injected
+			if err := appendExchange(s.exchanges, ex); err != nil {
+				fmt.Fprintf(os.Stderr, "batchfake: recording an exchange: %v\n", err)
+			}
+		}()
+		w = rw
+	}
 	if !known || r.Method != http.MethodPost {
 		writeResponse(w, apiError(http.StatusNotFound, "UnknownOperationException", "no operation %s %s", r.Method, r.URL.Path))
 		return
@@ -279,6 +348,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
+	if faulted {
+		markInjected(w)
+	}
 	switch {
 	case faulted && fault.Drop:
 		dropConnection(w)
@@ -420,6 +492,7 @@ func (s *Server) submit(now time.Time, in *submitJobInput) response {
 		definitionARN: s.arn("job-definition/" + defName),
 		created:       now,
 		script:        sc,
+		grace:         s.grace,
 		parameters:    in.Parameters,
 		tags:          in.Tags,
 		propagateTags: in.PropagateTags,
@@ -585,6 +658,8 @@ func (s *Server) list(now time.Time, in *listJobsInput) response {
 	if len(in.Filters) > 1 {
 		return clientError("only one filter is supported")
 	}
+	// Batch's listing lags its submissions.
+	candidates = slices.DeleteFunc(candidates, func(j *job) bool { return !s.listed(j, now) })
 	match := func(j *job, st state) bool { return st.status == cmp.Or(in.JobStatus, statusRunning) }
 	if len(in.Filters) == 1 {
 		f := in.Filters[0]
@@ -596,8 +671,14 @@ func (s *Server) list(now time.Time, in *listJobsInput) response {
 		case "JOB_NAME":
 			match = func(j *job, _ state) bool { return wildcard(j.name, v) }
 		case "JOB_DEFINITION":
-			match = func(j *job, _ state) bool {
-				return wildcard(j.definition, v) || wildcard(definitionName(j.definitionARN), v) || wildcard(j.definitionARN, v)
+			if strings.HasPrefix(v, "arn:") && strings.Contains(v, "*") {
+				return clientError("filter JOB_DEFINITION: an asterisk is not supported with an ARN")
+			}
+			match = func(j *job, _ state) bool { return definitionMatches(j.definitionARN, v) }
+		case "SHARE_IDENTIFIER":
+			// The one filter that combines with jobStatus.
+			match = func(j *job, st state) bool {
+				return deref(j.shareID) == v && (in.JobStatus == "" || st.status == in.JobStatus)
 			}
 		case "BEFORE_CREATED_AT", "AFTER_CREATED_AT":
 			ms, err := strconv.ParseInt(v, 10, 64)
@@ -648,6 +729,35 @@ func (s *Server) list(now time.Time, in *listJobsInput) response {
 		out.JobSummaryList = append(out.JobSummaryList, j.summary(st))
 	}
 	return response{status: http.StatusOK, body: out}
+}
+
+// definitionMatches applies a JOB_DEFINITION filter value to a job's
+// definition ARN, as Batch documents it: case-sensitive; a name matches
+// every revision of it, a trailing * any name that begins with the rest; an
+// ARN (or name:revision) matches that revision only.
+func definitionMatches(arn, v string) bool {
+	if strings.HasPrefix(v, "arn:") {
+		return arn == v
+	}
+	nameRev := definitionName(arn)
+	if strings.Contains(v, ":") {
+		return nameRev == v
+	}
+	name, _, _ := strings.Cut(nameRev, ":")
+	if p, ok := strings.CutSuffix(v, "*"); ok {
+		return strings.HasPrefix(name, p)
+	}
+	return name == v
+}
+
+// listed reports whether ListJobs lists the job at now: its listing lags
+// its submission by the server's ListingLag.
+func (s *Server) listed(j *job, now time.Time) bool {
+	root := j
+	if j.parent != nil {
+		root = j.parent
+	}
+	return !now.Before(root.created.Add(s.lag))
 }
 
 // wildcard matches a name against a ListJobs filter value: case-insensitive,
@@ -726,8 +836,8 @@ func (s *Server) queueSnapshot(now time.Time, queue *string) response {
 			if c.size > 0 {
 				continue
 			}
-			if p := c.plan(); c.at(now).status == statusRunnable {
-				front = append(front, waiting{arn: c.arn, since: p.readyAt})
+			if c.at(now).status == statusRunnable {
+				front = append(front, waiting{arn: c.arn, since: c.runnableSince(now)})
 			}
 		}
 	}
