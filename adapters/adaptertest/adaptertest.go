@@ -2,7 +2,8 @@
 // local fake of its backend: start, batched polls, the mapping of finished
 // jobs onto states and their finishing times, not-found reporting,
 // throttling, cancellation (of running and of finished jobs), and the
-// optional Responder and Finder interfaces.
+// optional Responder and Finder interfaces, including the Finder rule that
+// a search within the backend's listing lag never concludes "not found".
 //
 // An adapter's test calls [Run] with a [Harness] that knows how to make the
 // fake backend run a job of each [JobKind]. Checks that need something the
@@ -77,6 +78,14 @@ type Harness struct {
 	// Now is the backend's clock, against which the suite checks
 	// Observation.FinishedAt. Default time.Now.
 	Now func() time.Time
+	// ListingLag, when positive, is the listing lag the adapter from New is
+	// configured with, and says that the fake backend lists a new job only
+	// some time after it accepted it (as the real backend does). The FindLag
+	// check then makes sure that Find right after a Start never reports
+	// "not found" (it finds the job or says adapters.ErrNotListedYet), and
+	// that Find with a SubmittedAt older than the lag reports a job that
+	// never existed as not found. Zero: FindLag is left out.
+	ListingLag time.Duration
 	// PollInterval is how often the suite polls while waiting. Default 20ms.
 	PollInterval time.Duration
 	// Timeout bounds each wait for a state. Default 30s.
@@ -150,6 +159,11 @@ func Run(t *testing.T, h Harness) {
 			t.Logf("adaptertest: Find is unsupported for the harness's tool (%v); not checking it", err)
 		} else {
 			t.Run("Find", s.find)
+			if h.ListingLag > 0 {
+				t.Run("FindLag", s.findLag)
+			} else {
+				t.Log("adaptertest: no Harness.ListingLag; not checking that Find honours the listing lag")
+			}
 		}
 	}
 }
@@ -438,6 +452,9 @@ func (s *suite) throttled(t *testing.T) {
 
 	stop()
 	stopped = true
+	// Submitted long ago, so that the adapter must answer, not wait for
+	// its listing to catch up.
+	req.SubmittedAt = s.longAgo()
 	f, ok := s.h.New(t).(adapters.Finder)
 	if !ok {
 		t.Log("adaptertest: adapter is not a Finder; not checking that the throttled Start created no job")
@@ -478,12 +495,34 @@ func (s *suite) respond(t *testing.T) {
 	s.waitState(t, a, []adapters.State{adapters.StateSucceeded}, ref)
 }
 
+// longAgo is a submission time older than any listing lag.
+func (s *suite) longAgo() time.Time {
+	return s.h.Now().Add(-s.h.ListingLag - 24*time.Hour)
+}
+
+// findListed calls Find until the job is listed (while Find says
+// adapters.ErrNotListedYet), within the suite's timeout.
+func (s *suite) findListed(t *testing.T, f adapters.Finder, req adapters.StartRequest) (adapters.JobRef, bool, error) {
+	t.Helper()
+	deadline := time.Now().Add(s.h.Timeout)
+	for {
+		ref, found, err := f.Find(t.Context(), req)
+		if !errors.Is(err, adapters.ErrNotListedYet) || time.Now().After(deadline) {
+			return ref, found, err
+		}
+		if found {
+			t.Errorf("Find = found %v with an error wrapping adapters.ErrNotListedYet (%v); want one or the other", ref.ID, err)
+		}
+		time.Sleep(s.h.PollInterval)
+	}
+}
+
 func (s *suite) find(t *testing.T) {
 	a := s.h.New(t)
 	f := a.(adapters.Finder)
 	ref, req := s.start(t, a, Succeeds)
 
-	got, found, err := f.Find(t.Context(), req)
+	got, found, err := s.findListed(t, f, req)
 	if err != nil || !found {
 		t.Fatalf("Find(started job) = found %v, err %v; want found", found, err)
 	}
@@ -495,7 +534,41 @@ func (s *suite) find(t *testing.T) {
 	s.waitState(t, a, []adapters.State{adapters.StateSucceeded, adapters.StateSucceeded}, got, ref)
 
 	unknown := s.request(t, Succeeds)
+	unknown.SubmittedAt = s.longAgo()
 	if _, found, err := f.Find(t.Context(), unknown); err != nil || found {
-		t.Errorf("Find(never started) = found %v, err %v; want not found, nil", found, err)
+		t.Errorf("Find(never started, submitted long ago) = found %v, err %v; want not found, nil", found, err)
+	}
+}
+
+// findLag checks the Finder rule for a backend whose listing lags: right
+// after a Start, Find either finds the job or says it is not listed yet,
+// never "not found"; so does a Find for a job never started whose
+// submission is recent. Once the lag has passed since SubmittedAt, a job
+// never started is not found.
+func (s *suite) findLag(t *testing.T) {
+	a := s.h.New(t)
+	f := a.(adapters.Finder)
+	ref, req := s.start(t, a, Succeeds)
+	req.SubmittedAt = s.h.Now()
+	got, found, err := f.Find(t.Context(), req)
+	switch {
+	case err == nil && !found:
+		t.Errorf("Find right after Start = not found, nil; within the listing lag (%v) the adapter must not conclude the job does not exist: want found, or an error wrapping adapters.ErrNotListedYet", s.h.ListingLag)
+	case err == nil && got.ID != ref.ID:
+		t.Errorf("Find right after Start returned job %q, want %q", got.ID, ref.ID)
+	case err != nil && !errors.Is(err, adapters.ErrNotListedYet):
+		t.Errorf("Find right after Start: %v; want found, or an error wrapping adapters.ErrNotListedYet", err)
+	case err != nil && found:
+		t.Errorf("Find right after Start = found with error %v; want one or the other", err)
+	}
+
+	recent := s.request(t, Succeeds)
+	recent.SubmittedAt = s.h.Now()
+	if _, found, err := f.Find(t.Context(), recent); found || !errors.Is(err, adapters.ErrNotListedYet) {
+		t.Errorf("Find(submitted just now, not listed) = found %v, err %v; want an error wrapping adapters.ErrNotListedYet", found, err)
+	}
+	recent.SubmittedAt = s.longAgo()
+	if _, found, err := f.Find(t.Context(), recent); found || err != nil {
+		t.Errorf("Find(submitted %v ago, never listed) = found %v, err %v; want not found, nil", s.h.ListingLag+24*time.Hour, found, err)
 	}
 }

@@ -45,6 +45,12 @@ type BackendConfig struct {
 	APIVersion string `yaml:"api_version"`
 	// Timeout bounds each HTTP request. Default 10s.
 	Timeout time.Duration `yaml:"timeout"`
+	// ListingLag is how long after a dispatch GitHub's run listing may
+	// still not show the run. Until it has passed, a search for a run
+	// whose dispatch had an unknown outcome that finds nothing proves
+	// nothing: the bridge searches again later instead of concluding that
+	// no run was created. Default 60s; at most 24h.
+	ListingLag time.Duration `yaml:"listing_lag"`
 }
 
 // AppConfig is GitHub App authentication: a JWT signed with the app's
@@ -108,6 +114,7 @@ const (
 	DefaultTimeout          = 10 * time.Second
 	DefaultForceCancelAfter = 2 * time.Minute
 	DefaultLogTailLines     = 200
+	DefaultListingLag       = 60 * time.Second
 )
 
 // Limits checked by Validate.
@@ -115,6 +122,7 @@ const (
 	maxInputs          = 25
 	maxLogTailLines    = 5000
 	maxRequestsPerHour = 1_000_000
+	maxListingLag      = 24 * time.Hour
 )
 
 // apiVersions are the REST API versions go-github v93 supports.
@@ -134,6 +142,9 @@ func (c *BackendConfig) SetDefaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.ListingLag == 0 {
+		c.ListingLag = DefaultListingLag
 	}
 }
 
@@ -176,6 +187,9 @@ func (c *BackendConfig) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, adapters.Fieldf("timeout", "must not be negative"))
+	}
+	if c.ListingLag < 0 || c.ListingLag > maxListingLag {
+		errs = append(errs, adapters.Fieldf("listing_lag", "must not be negative, and at most %v", maxListingLag))
 	}
 	return errors.Join(errs...)
 }

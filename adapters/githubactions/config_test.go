@@ -74,7 +74,7 @@ func TestBackendConfigValidate(t *testing.T) {
 func TestBackendConfigDefaults(t *testing.T) {
 	var c BackendConfig
 	c.SetDefaults()
-	want := BackendConfig{RequestsPerHour: 5000, DispatchRunDetails: new(true), APIVersion: "2022-11-28", Timeout: 10 * time.Second}
+	want := BackendConfig{RequestsPerHour: 5000, DispatchRunDetails: new(true), APIVersion: "2022-11-28", Timeout: 10 * time.Second, ListingLag: time.Minute}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("SetDefaults (-want +got):\n%s", diff)
 	}

@@ -37,6 +37,9 @@ func TestContractAgainstGitHubFake(t *testing.T) {
 		Answer: func(string, adapters.InputRequest) adapters.Answer {
 			return adapters.Answer{Action: "accept", Content: map[string]any{"decision": "approve", "comment": "ship it"}}
 		},
+		// The fake lists a run githubfake.DefaultListDelay after its
+		// dispatch; the adapter waits DefaultListingLag before "not found".
+		ListingLag:   DefaultListingLag,
 		PollInterval: 10 * time.Millisecond,
 		Timeout:      10 * time.Second,
 	})

@@ -18,8 +18,22 @@
 // answers, which do not count against GitHub's primary rate limit, and the
 // adapter reuses its last observation of an unchanged run without asking
 // anything else. Concurrent polls of one run share one request. Jobs,
-// pending deployments, artifacts and log tails are fetched only when the run
-// has changed.
+// pending deployments, artifacts and log tails are fetched when the run has
+// changed, and, because GitHub does not document that a job finishing
+// changes the run document, at least every fifth poll of a run that has not
+// completed (conditionally: unchanged jobs cost no rate limit). Jobs and
+// artifacts are read page after page (100 each), every page within the
+// request budget.
+//
+// Only a 400 or 422 that names return_run_details switches a backend to
+// the correlation search; any other refusal of a dispatch (GitHub's 422s
+// "No ref found for: X", "Unexpected inputs provided: [...]", "Workflow
+// does not have 'workflow_dispatch' trigger") ends the call with GitHub's
+// message. Find does not report a run as missing before the backend's
+// listing_lag (default 60s) has passed since the submission: GitHub lists
+// a dispatched run seconds after it accepted it, so until then Find returns
+// an error wrapping [adapters.ErrNotListedYet] and the bridge searches
+// again later.
 //
 // Rate limits (403 or 429 with retry-after, x-ratelimit-remaining 0, or the
 // secondary-limit message) hold every request back for as long as GitHub
@@ -99,6 +113,13 @@ const (
 	// createdSkew allows for clock skew between us and GitHub when a search
 	// filters on a run's creation time.
 	createdSkew = 2 * time.Minute
+	// rereadEvery bounds how many polls in a row may reuse the observation
+	// of a run that has not completed while its ETag holds: GitHub does not
+	// document that a job starting or finishing changes the run document,
+	// so every rereadEvery-th poll reads the jobs (or pending deployments)
+	// again, conditionally, which costs no rate limit when they have not
+	// changed either.
+	rereadEvery = 5
 )
 
 // Options are the adapter's dependencies. The zero value is ready to use.
@@ -135,6 +156,8 @@ type Adapter struct {
 	meter  *meter
 	cache  *etagCache
 	search struct{ wait, interval time.Duration }
+	// listingLag is how long a dispatched run may stay out of listings.
+	listingLag time.Duration
 
 	// runDetails is whether dispatches ask for the run ID; it turns false
 	// when the server turns out to refuse it.
@@ -175,6 +198,8 @@ func (d refData) key() string { return d.Owner + "/" + d.Repo + "/" + strconv.Fo
 type memoEntry struct {
 	etag string
 	obs  adapters.Observation
+	// reused counts the polls that reused obs.
+	reused int
 }
 
 // cancelRecord is what the adapter remembers of a cancel it sent.
@@ -215,6 +240,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.listingLag = backend.ListingLag
 	a.search.wait, a.search.interval = opts.SearchWait, opts.SearchInterval
 	if a.search.wait <= 0 {
 		a.search.wait = 20 * time.Second
@@ -441,11 +467,25 @@ func (a *Adapter) dispatch(ctx context.Context, t *tool, body github.CreateWorkf
 	return d, err
 }
 
-// isRunDetailsRefusal reports a 400 or 422 answer to a dispatch, which is
-// how servers without return_run_details refuse it.
+// isRunDetailsRefusal reports a 400 or 422 answer to a dispatch that
+// refuses the return_run_details field, which is how servers without it
+// (GitHub Enterprise Server 3.20 and older) answer. Other 400s and 422s (an
+// unknown ref, unexpected inputs, a workflow without the workflow_dispatch
+// trigger) are refusals of the dispatch itself.
 func isRunDetailsRefusal(err error) bool {
 	er, ok := errors.AsType[*github.ErrorResponse](err)
-	return ok && er.Response != nil && (er.Response.StatusCode == http.StatusBadRequest || er.Response.StatusCode == http.StatusUnprocessableEntity)
+	if !ok || er.Response == nil || (er.Response.StatusCode != http.StatusBadRequest && er.Response.StatusCode != http.StatusUnprocessableEntity) {
+		return false
+	}
+	if strings.Contains(er.Message, "return_run_details") {
+		return true
+	}
+	for _, e := range er.Errors {
+		if strings.Contains(e.Field, "return_run_details") || strings.Contains(e.Message, "return_run_details") {
+			return true
+		}
+	}
+	return false
 }
 
 // dispatchError classifies a failed dispatch: only an answer that may have
@@ -462,6 +502,9 @@ func (a *Adapter) dispatchError(err error) error {
 	}
 	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
 		if code := er.Response.StatusCode; code >= 400 && code < 500 && code != http.StatusRequestTimeout {
+			if msg := a.red.clean(er.Message, 500); msg != "" {
+				return fmt.Errorf("GitHub refused it: %d %s", code, msg)
+			}
 			return fmt.Errorf("GitHub refused it: %s", text)
 		}
 		return fmt.Errorf("%s: %w", text, adapters.ErrOutcomeUnknown)
@@ -513,6 +556,12 @@ func (a *Adapter) awaitRun(ctx context.Context, t *tool, correlationID string, s
 // dispatch runs of the last week (newest 500). A tool without a
 // correlation_input cannot be searched: the error wraps
 // errors.ErrUnsupported.
+//
+// GitHub lists a dispatched run some seconds after it accepted the
+// dispatch. So a search that finds nothing before the backend's
+// listing_lag has passed since req.SubmittedAt (zero: now) proves nothing:
+// Find then returns an error wrapping [adapters.ErrNotListedYet], and only
+// afterwards reports the run as not found.
 func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
 	t, err := a.tool(req.Tool)
 	if err != nil {
@@ -521,9 +570,18 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	if t.cfg.CorrelationInput == "" {
 		return adapters.JobRef{}, false, fmt.Errorf("tool %s has no correlation_input to find runs by: %w", t.name, errors.ErrUnsupported)
 	}
-	ref, found, err := a.findRun(ctx, t, req.CorrelationID, a.now().Add(-findLookback))
+	now := a.now()
+	ref, found, err := a.findRun(ctx, t, req.CorrelationID, now.Add(-findLookback))
 	if err != nil {
 		return adapters.JobRef{}, false, fmt.Errorf("looking for the run with correlation ID %s: %w", req.CorrelationID, err)
+	}
+	submitted := req.SubmittedAt
+	if submitted.IsZero() {
+		submitted = now
+	}
+	if since := now.Sub(submitted); !found && since < a.listingLag {
+		return adapters.JobRef{}, false, fmt.Errorf("looking for the run with correlation ID %s: none listed %v after the dispatch, within GitHub's listing lag of %v: %w",
+			req.CorrelationID, max(since, 0).Round(time.Second), a.listingLag, adapters.ErrNotListedYet)
 	}
 	return ref, found, nil
 }
@@ -659,8 +717,15 @@ func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Obs
 	cancel := a.cancelRecord(key)
 
 	var obs adapters.Observation
-	if m, ok := a.memoGet(key); ok && etag != "" && m.etag == etag {
+	m, ok := a.memoGet(key)
+	fresh := ok && etag != "" && m.etag == etag
+	if fresh && run.GetStatus() != "completed" && m.reused+1 >= rereadEvery {
+		fresh = false // the jobs may have moved without the run
+	}
+	if fresh {
 		obs = m.obs
+		m.reused++
+		a.memoPut(key, m)
 	} else {
 		obs, err = a.build(ctx, t, d, run)
 		if err != nil {

@@ -26,7 +26,8 @@ const (
 	maxFailedLogs  = 3       // failed jobs whose log tails a result carries
 	maxLogBytes    = 8 << 20 // read at most this much of one log
 	maxLogLine     = 2000    // longer log lines are cut
-	maxJobsListed  = 100
+	perPage        = 100     // GitHub's largest page
+	maxListPages   = 20      // pages of jobs or artifacts one observation reads
 	approvalPrefix = "deployment"
 )
 
@@ -166,9 +167,9 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 	if err != nil {
 		return o, err
 	}
-	arts, _, err := a.gh.Actions.ListWorkflowRunArtifacts(ctx, d.Owner, d.Repo, d.RunID, &github.ListOptions{PerPage: 100})
+	arts, err := a.artifacts(ctx, d)
 	if err != nil {
-		return o, a.apiError(err)
+		return o, err
 	}
 
 	var b strings.Builder
@@ -201,9 +202,9 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 	}
 	structured["jobs"] = jobList
 	artList := []any{}
-	if arts != nil && len(arts.Artifacts) > 0 {
+	if len(arts) > 0 {
 		b.WriteString("Artifacts:\n")
-		for _, art := range arts.Artifacts {
+		for _, art := range arts {
 			fmt.Fprintf(&b, "- %s (%s)", art.GetName(), humanSize(art.GetSizeInBytes()))
 			if art.GetExpired() {
 				b.WriteString(", expired")
@@ -260,15 +261,44 @@ func orNone(s string) string {
 	return s
 }
 
-// jobs lists the jobs of the run's latest attempt.
+// jobs lists the jobs of the run's latest attempt, following GitHub's pages
+// (100 jobs each, at most maxListPages). Every page goes through the
+// request budget: when it is spent, the observation waits for the next
+// poll rather than reporting a partial list.
 func (a *Adapter) jobs(ctx context.Context, d refData) ([]*github.WorkflowJob, error) {
-	jobs, _, err := a.gh.Actions.ListWorkflowJobs(ctx, d.Owner, d.Repo, d.RunID, &github.ListWorkflowJobsOptions{
-		Filter: "latest", ListOptions: github.ListOptions{PerPage: maxJobsListed},
-	})
-	if err != nil {
-		return nil, a.apiError(err)
+	opts := &github.ListWorkflowJobsOptions{Filter: "latest", ListOptions: github.ListOptions{PerPage: perPage}}
+	var all []*github.WorkflowJob
+	for page := 1; page <= maxListPages; page++ {
+		opts.Page = page
+		jobs, resp, err := a.gh.Actions.ListWorkflowJobs(ctx, d.Owner, d.Repo, d.RunID, opts)
+		if err != nil {
+			return nil, a.apiError(err)
+		}
+		all = append(all, jobs.Jobs...)
+		if resp.NextPage == 0 || len(jobs.Jobs) == 0 {
+			break
+		}
 	}
-	return jobs.Jobs, nil
+	return all, nil
+}
+
+// artifacts lists the run's artifacts, following GitHub's pages as jobs
+// does.
+func (a *Adapter) artifacts(ctx context.Context, d refData) ([]*github.Artifact, error) {
+	opts := &github.ListOptions{PerPage: perPage}
+	var all []*github.Artifact
+	for page := 1; page <= maxListPages; page++ {
+		opts.Page = page
+		arts, resp, err := a.gh.Actions.ListWorkflowRunArtifacts(ctx, d.Owner, d.Repo, d.RunID, opts)
+		if err != nil {
+			return nil, a.apiError(err)
+		}
+		all = append(all, arts.Artifacts...)
+		if resp.NextPage == 0 || len(arts.Artifacts) == 0 {
+			break
+		}
+	}
+	return all, nil
 }
 
 // logTail downloads a job's log (GitHub answers with a redirect to a

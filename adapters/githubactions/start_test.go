@@ -44,7 +44,10 @@ func TestStartSendsRefAndInputs(t *testing.T) {
 func TestEnterpriseFallback(t *testing.T) {
 	for _, status := range []int{http.StatusUnprocessableEntity, http.StatusBadRequest} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{fake: func(o *githubfake.Options) { o.RejectRunDetails = status }})
+			f := newFixture(t, fixtureOptions{fake: func(o *githubfake.Options) {
+				o.RejectRunDetails = status
+				o.ListDelay = githubfake.NoListDelay // the fake clock stands still while Start searches
+			}})
 			a := f.adapter(nil)
 
 			before := f.gh.Requests()
@@ -163,7 +166,8 @@ func TestStartOutcomes(t *testing.T) {
 			if got := f.gh.Dispatches("corr-outcome"); got != tt.wantRuns {
 				t.Errorf("runs created = %d, want %d", got, tt.wantRuns)
 			}
-			f.clock.Advance(2 * time.Minute) // past any rate limit
+			f.clock.Advance(2 * time.Minute) // past any rate limit and the listing lag
+			req.SubmittedAt = t0
 			_, found, err := a.Find(t.Context(), req)
 			if err != nil || found != (tt.wantRuns == 1) {
 				t.Errorf("Find = found %v, err %v; want found %v", found, err, tt.wantRuns == 1)
@@ -202,7 +206,7 @@ func TestStartRefusalCarriesGitHubsMessage(t *testing.T) {
 		want    string
 		maxLen  int
 	}{
-		{name: "unexpected inputs", message: "Unexpected inputs provided: [\"colour\"]", want: `422 Unexpected inputs provided: ["colour"]`},
+		{name: "unexpected inputs", message: "Unexpected inputs provided: [\"colour\"]", want: `GitHub refused it: 422 Unexpected inputs provided: ["colour"]`},
 		{name: "token in the message", message: "Bad token " + testToken, want: "Bad token [redacted]"},
 		{name: "long message", message: strings.Repeat("x", 5000), want: strings.Repeat("x", 100), maxLen: 800},
 	}
@@ -210,9 +214,9 @@ func TestStartRefusalCarriesGitHubsMessage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
 			a := f.adapter(nil)
-			// Twice: a 422 is first taken for a server refusing
-			// return_run_details, and the dispatch is sent again without it.
-			f.gh.Inject(githubfake.Fault{Method: http.MethodPost, Path: "/dispatches", Status: 422, Message: tt.message, Times: 2})
+			// Only a 422 about return_run_details makes the adapter send
+			// the dispatch again without it: this one ends the call.
+			f.gh.Inject(githubfake.Fault{Method: http.MethodPost, Path: "/dispatches", Status: 422, Message: tt.message})
 			_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "succeeds", Arguments: map[string]any{"branch": "main"}, CorrelationID: "corr-refused"})
 			switch {
 			case err == nil:

@@ -63,11 +63,18 @@ func fakeJob(kind adaptertest.JobKind) (adapters.StartRequest, bool) {
 }
 
 func TestContractAgainstJobAPIFake(t *testing.T) {
-	srv, base := startFake(t)
+	// The fake's listing lags its submissions, as many job APIs' do.
+	srv := jobapi.New(&jobapi.Options{ListingLag: 300 * time.Millisecond})
+	base, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("starting the job API fake: %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
 	adaptertest.Run(t, adaptertest.Harness{
-		New:   func(t *testing.T) adapters.Adapter { return newFakeAdapter(t, BackendConfig{BaseURL: base}) },
-		Job:   fakeJob,
-		Purge: func(_ *testing.T, ref adapters.JobRef) { srv.Purge(ref.ID) },
+		ListingLag: defaultListingLag,
+		New:        func(t *testing.T) adapters.Adapter { return newFakeAdapter(t, BackendConfig{BaseURL: base}) },
+		Job:        fakeJob,
+		Purge:      func(_ *testing.T, ref adapters.JobRef) { srv.Purge(ref.ID) },
 		Answer: func(string, adapters.InputRequest) adapters.Answer {
 			return adapters.Answer{Action: "accept", Content: map[string]any{"sure": true}}
 		},

@@ -16,8 +16,8 @@
 //	POST repos/{o}/{r}/actions/workflows/{wf}/dispatches    204; 200 {workflow_run_id, run_url, html_url} with return_run_details
 //	GET  repos/{o}/{r}/actions/workflows/{wf}/runs          event, branch, status, created, per_page, page; newest first
 //	GET  repos/{o}/{r}/actions/runs/{id}                    the run
-//	GET  repos/{o}/{r}/actions/runs/{id}/jobs               its jobs (this attempt)
-//	GET  repos/{o}/{r}/actions/runs/{id}/artifacts          listed once the run has completed
+//	GET  repos/{o}/{r}/actions/runs/{id}/jobs               its jobs (this attempt), paginated
+//	GET  repos/{o}/{r}/actions/runs/{id}/artifacts          listed once the run has completed, paginated
 //	GET  repos/{o}/{r}/actions/runs/{id}/pending_deployments
 //	POST repos/{o}/{r}/actions/runs/{id}/pending_deployments {environment_ids, state, comment}, all required
 //	POST repos/{o}/{r}/actions/runs/{id}/cancel             202 {}; 409 when completed
@@ -25,11 +25,27 @@
 //	GET  repos/{o}/{r}/actions/jobs/{id}/logs               302 to a pre-signed plain-text download under _blobs/
 //	POST app/installations/{id}/access_tokens               201 {token, expires_at, ...} with [Options.AppPublicKey]
 //
+// Answers carry the members GitHub's OpenAPI description marks required
+// (a run's head_commit, repository and head_repository with their owners,
+// a job's node_id, check_run_url and runner_* members, started_at as a
+// string even for a queued job, full user and team objects as reviewers,
+// full deployment objects in review answers). Jobs and artifacts are
+// paginated as on GitHub: per_page (default 30, at most 100) and page, a
+// total_count of every page, and a Link header naming the prev, next, last
+// and first pages. A new run appears in run listings only
+// [Options.ListDelay] after its dispatch ([DefaultListDelay] by default), as
+// on GitHub, while GET runs/{id} reads it at once.
+//
 // Every JSON GET answer carries a weak ETag; a request whose If-None-Match
 // matches is answered 304 with no body. Requests carry rate-limit headers
 // (x-ratelimit-limit, -remaining, -used, -reset, -resource) from a window per
 // token of [Options.RateLimit] requests an hour; 304 answers do not count.
 // When the window is spent the answer is 403 with x-ratelimit-remaining 0.
+// A 401 carries the headers of the unauthenticated window (60 an hour).
+// With [Options.SecondaryLimits] the secondary limits apply too (100
+// requests in flight; 900 points per endpoint and minute, a GET costing 1
+// and a POST 5): a request beyond them is answered 403 with the
+// secondary-limit message and retry-after, and takes no effect.
 // An X-GitHub-Api-Version other than 2022-11-28 or 2026-03-10 is refused with
 // 400. With [Options.Tokens] set, a request without one of them as bearer
 // token is answered 401 "Bad credentials". Errors are {"message",
@@ -44,7 +60,11 @@
 // [Server.TokenExchanges] counts the tokens issued.
 //
 // A dispatch needs ref (422 otherwise) and at most 25 inputs, whose values
-// must be strings, booleans or numbers. With [Options.RejectRunDetails] the
+// must be strings, booleans or numbers. As on GitHub it is answered 422
+// "Workflow does not have 'workflow_dispatch' trigger" for a workflow with
+// [Workflow.NoDispatchTrigger], "No ref found for: REF" for a ref outside
+// [Options.Refs], and "Unexpected inputs provided: [...]" for inputs a
+// workflow with [Workflow.Inputs] does not declare. With [Options.RejectRunDetails] the
 // server refuses return_run_details as GitHub Enterprise Server 3.20 and
 // older do. The input [ScriptInput] picks a script from [Options.Scripts].
 //
@@ -52,7 +72,9 @@
 //
 // A run is "pending" for Script.Pending, "queued" for Script.Queued, then runs
 // its jobs one after the other ("in_progress"); the run's updated_at moves at
-// every transition, so its ETag changes then and only then. With an
+// every transition, so its ETag changes then and only then. With
+// [Options.JobsLeaveRunUnchanged] a job finishing while the run goes on
+// leaves the run document unchanged (GitHub does not document either way). With an
 // Approval, the run is "waiting" before the gated job until a review
 // arrives: approved lets the job start, rejected ends the run "failure". When
 // every job has run the run is "completed" with Script.Conclusion. A cancel
@@ -74,4 +96,11 @@
 // retry-after or x-ratelimit-reset; a secondary limit also carries the
 // primary window's x-ratelimit headers, remaining not 0, as on GitHub),
 // optionally after the request took effect, or a dropped connection.
+//
+// # Exchange records
+//
+// When the environment variable JOBBRIDGE_EXCHANGES ([ExchangesEnv]) names
+// a directory as the server is created, every exchange it serves is
+// appended to JOBBRIDGE_EXCHANGES/github-PID.jsonl in the shared format the
+// spec checks read; see [ExchangesEnv].
 package githubfake

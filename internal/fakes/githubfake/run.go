@@ -121,6 +121,9 @@ type run struct {
 	firstAt    time.Time
 	jobIDs     []int64
 	artifactID int64
+	// jobsQuiet: a job finishing does not move the run's updated_at
+	// ([Options.JobsLeaveRunUnchanged]).
+	jobsQuiet bool
 
 	// review is the answer to the approval, if any.
 	review *Review
@@ -263,7 +266,9 @@ func (r *run) natural(now time.Time) state {
 		}
 		st.jobs[i].status, st.jobs[i].conclusion, st.jobs[i].completedAt = statusCompleted, r.jobConclusion(i), end
 		t = end
-		mark(t)
+		if !r.jobsQuiet || i == len(jobs)-1 {
+			mark(t)
+		}
 	}
 	st.status, st.conclusion = statusCompleted, r.conclusion()
 	return st

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,8 +54,23 @@ type Options struct {
 	// 304 do not count. Default 5000.
 	RateLimit int
 	// ListDelay is how long a new run stays out of run listings, as on
-	// GitHub, where a dispatched run appears after a few seconds.
+	// GitHub, where a dispatched run appears after a few seconds. Zero:
+	// [DefaultListDelay]; [NoListDelay] (any negative value) lists runs at
+	// once.
 	ListDelay time.Duration
+	// Refs are the branches and tags that exist (a dispatch may name one
+	// as "NAME", "refs/heads/NAME" or "refs/tags/NAME"); a dispatch to
+	// another ref is answered 422 "No ref found for: REF". Nil: every ref
+	// exists.
+	Refs []string
+	// SecondaryLimits, when set, models GitHub's secondary rate limits.
+	SecondaryLimits *SecondaryLimits
+	// JobsLeaveRunUnchanged makes a job that finishes while the next one
+	// runs leave the run document (and so its ETag) unchanged: only the
+	// run's own status changes move its updated_at. GitHub does not
+	// document either way, so clients must not rely on the run's ETag to
+	// learn of job progress.
+	JobsLeaveRunUnchanged bool
 
 	// AppPublicKey, when set, makes the server a GitHub App installation:
 	// POST app/installations/{InstallationID}/access_tokens exchanges a
@@ -68,6 +84,23 @@ type Options struct {
 	AppTokenLifetime time.Duration
 }
 
+// DefaultListDelay is [Options.ListDelay] when it is zero: short, so that
+// tests stay fast, yet every test meets a lagging listing.
+const DefaultListDelay = 2 * time.Second
+
+// NoListDelay, as [Options.ListDelay], lists new runs at once.
+const NoListDelay time.Duration = -1
+
+// SecondaryLimits are GitHub's secondary rate limits: at most Concurrent
+// requests in flight (default 100), and at most PointsPerMinute points per
+// endpoint and minute (default 900; a GET costs 1 point, a POST, PATCH, PUT
+// or DELETE 5). A request beyond either is answered 403 with the
+// secondary-limit message and retry-after, and takes no effect.
+type SecondaryLimits struct {
+	Concurrent      int
+	PointsPerMinute int
+}
+
 // Workflow is a workflow file the server knows.
 type Workflow struct {
 	// ID is its numeric ID; 0 assigns one.
@@ -77,6 +110,15 @@ type Workflow struct {
 	// Name is its display name; default File.
 	Name   string
 	Script Script
+	// Inputs are the workflow's declared workflow_dispatch inputs; a
+	// dispatch with another input is answered 422 "Unexpected inputs
+	// provided: [...]". Nil: any input is accepted. [ScriptInput] is
+	// always accepted.
+	Inputs []string
+	// NoDispatchTrigger makes the workflow lack the workflow_dispatch
+	// trigger: a dispatch is answered 422 "Workflow does not have
+	// 'workflow_dispatch' trigger".
+	NoDispatchTrigger bool
 }
 
 // Server is the fake GitHub REST API. It is an [http.Handler] and is safe
@@ -88,6 +130,10 @@ type Server struct {
 	rejectRunDetails int
 	rateLimit        int
 	listDelay        time.Duration
+	refs             map[string]bool
+	jobsQuiet        bool
+	secondary        *SecondaryLimits
+	exchangeDir      string
 	appKey           *rsa.PublicKey
 	appID            int64
 	installationID   int64
@@ -113,6 +159,8 @@ type Server struct {
 	faults       []*Fault
 	issued       map[string]time.Time // installation tokens and their expiry
 	exchanges    int
+	inFlight     int
+	points       map[string]*pointWindow
 
 	life loopback.Server
 }
@@ -126,6 +174,13 @@ type jobRef struct {
 type window struct {
 	reset time.Time
 	used  int
+	limit int
+}
+
+// pointWindow is one endpoint's secondary-limit minute.
+type pointWindow struct {
+	start  time.Time
+	points int
 }
 
 // New returns a server with no runs.
@@ -140,6 +195,10 @@ func New(opts *Options) *Server {
 		rejectRunDetails: opts.RejectRunDetails,
 		rateLimit:        cmp.Or(opts.RateLimit, 5000),
 		listDelay:        opts.ListDelay,
+		secondary:        opts.SecondaryLimits,
+		jobsQuiet:        opts.JobsLeaveRunUnchanged,
+		exchangeDir:      os.Getenv(ExchangesEnv),
+		points:           map[string]*pointWindow{},
 		appKey:           opts.AppPublicKey,
 		appID:            opts.AppID,
 		installationID:   opts.InstallationID,
@@ -160,6 +219,21 @@ func New(opts *Options) *Server {
 	}
 	if opts.Now != nil {
 		s.now = opts.Now
+	}
+	switch {
+	case s.listDelay == 0:
+		s.listDelay = DefaultListDelay
+	case s.listDelay < 0:
+		s.listDelay = 0
+	}
+	if opts.Refs != nil {
+		s.refs = map[string]bool{}
+		for _, ref := range opts.Refs {
+			s.refs[ref], s.refs["refs/heads/"+ref], s.refs["refs/tags/"+ref] = true, true, true
+		}
+	}
+	if sl := s.secondary; sl != nil {
+		s.secondary = &SecondaryLimits{Concurrent: cmp.Or(sl.Concurrent, 100), PointsPerMinute: cmp.Or(sl.PointsPerMinute, 900)}
 	}
 	for _, t := range opts.Tokens {
 		s.tokens[t] = true
@@ -443,6 +517,14 @@ func notFound() response { return errorResponse(http.StatusNotFound, "Not Found"
 // ServeHTTP implements the endpoints described in the package
 // documentation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inFlight++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 
 	s.mu.Lock()
@@ -469,6 +551,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write(w, resp)
+	s.record(r, body, resp, faulted)
 }
 
 func (s *Server) faultResponse(f Fault) response {
@@ -520,10 +603,17 @@ func (s *Server) serve(r *http.Request, body []byte, readErr error) response {
 	}
 	token := bearer(r.Header.Get("Authorization"))
 	if !s.authorized(token) {
-		return errorResponse(http.StatusUnauthorized, "Bad credentials")
+		// GitHub answers with the unauthenticated window's headers
+		// (60 requests an hour), and the failed request counts.
+		resp := errorResponse(http.StatusUnauthorized, "Bad credentials")
+		resp.rate = s.windowOf("unauthenticated "+r.RemoteAddr, unauthenticatedLimit)
+		return resp
 	}
 	win := s.window(token)
-	if win.used >= s.rateLimit {
+	if resp, limited := s.secondaryLimit(r, win); limited {
+		return resp
+	}
+	if win.used >= win.limit {
 		resp := errorResponse(http.StatusForbidden, "API rate limit exceeded for user ID 1.")
 		resp.rate = win
 		resp.noCharge = true
@@ -543,15 +633,74 @@ func bearer(h string) string {
 	return ""
 }
 
+// unauthenticatedLimit is GitHub's primary limit for requests without
+// valid credentials, per hour.
+const unauthenticatedLimit = 60
+
 // window returns the token's current rate-limit window.
-func (s *Server) window(token string) *window {
+func (s *Server) window(token string) *window { return s.windowOf(token, s.rateLimit) }
+
+func (s *Server) windowOf(key string, limit int) *window {
 	now := s.now()
-	w := s.windows[token]
+	w := s.windows[key]
 	if w == nil || !now.Before(w.reset) {
-		w = &window{reset: now.Add(time.Hour).Truncate(time.Second)}
-		s.windows[token] = w
+		w = &window{reset: now.Add(time.Hour).Truncate(time.Second), limit: limit}
+		s.windows[key] = w
 	}
 	return w
+}
+
+// secondaryLimit charges the request's points to its endpoint and answers
+// the secondary-limit refusal when it goes beyond [Options.SecondaryLimits].
+// It runs with s.mu held.
+func (s *Server) secondaryLimit(r *http.Request, win *window) (response, bool) {
+	sl := s.secondary
+	if sl == nil {
+		return response{}, false
+	}
+	cost := 5
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		cost = 1
+	}
+	now := s.now()
+	key := r.Method + " " + endpointOf(r.URL.Path)
+	pw := s.points[key]
+	if pw == nil || now.Sub(pw.start) >= time.Minute {
+		pw = &pointWindow{start: now}
+		s.points[key] = pw
+	}
+	wait := time.Duration(0)
+	switch {
+	case s.inFlight > sl.Concurrent:
+		wait = time.Second
+	case pw.points+cost > sl.PointsPerMinute:
+		wait = pw.start.Add(time.Minute).Sub(now)
+	default:
+		pw.points += cost
+		return response{}, false
+	}
+	resp := s.faultResponse(Fault{Kind: FaultSecondaryRateLimit, Status: http.StatusForbidden, RetryAfter: max(wait, time.Second)})
+	resp.rate, resp.noCharge = win, true
+	return resp, true
+}
+
+// endpointOf is a request path with its numeric segments and names under
+// workflows/ and repos/ replaced, so that requests for different runs count
+// against one endpoint.
+func endpointOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if _, err := strconv.ParseInt(p, 10, 64); err == nil {
+			parts[i] = "{id}"
+		}
+		if i > 0 && parts[i-1] == "workflows" {
+			parts[i] = "{workflow}"
+		}
+	}
+	if len(parts) >= 3 && parts[0] == "repos" {
+		parts[1], parts[2] = "{owner}", "{repo}"
+	}
+	return "/" + strings.Join(parts, "/")
 }
 
 // route dispatches on the path. It runs with s.mu held.
@@ -593,9 +742,9 @@ func (s *Server) route(r *http.Request, body []byte) response {
 		case action == "" && method == http.MethodGet:
 			return response{status: http.StatusOK, body: s.runDoc(r, rn), etag: true}
 		case action == "jobs" && method == http.MethodGet:
-			return response{status: http.StatusOK, body: s.jobsDoc(r, rn), etag: true}
+			return s.jobsDoc(r, rn)
 		case action == "artifacts" && method == http.MethodGet:
-			return response{status: http.StatusOK, body: s.artifactsDoc(r, rn), etag: true}
+			return s.artifactsDoc(r, rn)
 		case action == "pending_deployments" && method == http.MethodGet:
 			return response{status: http.StatusOK, body: s.pendingDoc(r, rn), etag: true}
 		case action == "pending_deployments" && method == http.MethodPost:
@@ -626,6 +775,9 @@ func (s *Server) dispatch(r *http.Request, owner, repo, wfName string, body []by
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return errorResponse(http.StatusBadRequest, "Problems parsing JSON")
 	}
+	if wf.NoDispatchTrigger {
+		return errorResponse(http.StatusUnprocessableEntity, "Workflow does not have 'workflow_dispatch' trigger")
+	}
 	if _, ok := raw["return_run_details"]; ok && s.rejectRunDetails != 0 {
 		return errorResponse(s.rejectRunDetails, "Invalid request.\n\n\"return_run_details\" is not a permitted key.")
 	}
@@ -635,6 +787,9 @@ func (s *Server) dispatch(r *http.Request, owner, repo, wfName string, body []by
 	}
 	if d.Ref == nil || *d.Ref == "" {
 		return errorResponse(http.StatusUnprocessableEntity, "Invalid request.\n\n\"ref\" wasn't supplied.")
+	}
+	if s.refs != nil && !s.refs[*d.Ref] {
+		return errorResponse(http.StatusUnprocessableEntity, "No ref found for: %s", *d.Ref)
 	}
 	if len(d.Inputs) > maxInputs {
 		return errorResponse(http.StatusUnprocessableEntity, "you may only define up to %d `inputs` for a `workflow_dispatch` event", maxInputs)
@@ -648,6 +803,17 @@ func (s *Server) dispatch(r *http.Request, owner, repo, wfName string, body []by
 			inputs[k] = fmt.Sprint(v)
 		default:
 			return errorResponse(http.StatusUnprocessableEntity, "Invalid request.\n\nFor 'properties/%s', %s is not a string.", k, mustJSON(v))
+		}
+	}
+	if wf.Inputs != nil {
+		var unexpected []string
+		for _, k := range slices.Sorted(maps.Keys(inputs)) {
+			if k != ScriptInput && !slices.Contains(wf.Inputs, k) {
+				unexpected = append(unexpected, k)
+			}
+		}
+		if len(unexpected) > 0 {
+			return errorResponse(http.StatusUnprocessableEntity, "Unexpected inputs provided: %s", mustJSON(unexpected))
 		}
 	}
 	script := wf.Script
@@ -665,7 +831,7 @@ func (s *Server) dispatch(r *http.Request, owner, repo, wfName string, body []by
 		id: s.nextRun, number: s.runNumbers[wf.ID], attempt: 1,
 		owner: owner, repo: repo, workflow: wf, ref: *d.Ref, inputs: inputs,
 		title: displayTitle(script.RunName, wf.Name, inputs), script: script,
-		createdAt: now, firstAt: now,
+		createdAt: now, firstAt: now, jobsQuiet: s.jobsQuiet,
 	}
 	for range rn.jobs() {
 		s.nextJob++
@@ -853,9 +1019,16 @@ func (s *Server) review(r *http.Request, rn *run, body []byte) response {
 		rn.end = &ending{at: now, conclusion: conclusionFailure}
 	}
 	s.reviews[rn.id] = append(s.reviews[rn.id], rv)
+	depID := rn.id + 1
+	depURL := fmt.Sprintf("%srepos/%s/%s/deployments/%d", baseURL(r), rn.owner, rn.repo, depID)
+	at := now.UTC().Format(time.RFC3339)
 	return response{status: http.StatusOK, body: []map[string]any{{
-		"id": rn.id + 1, "environment": a.Environment, "ref": rn.ref, "task": "deploy",
-		"created_at": now.UTC().Format(time.RFC3339),
+		"id": depID, "node_id": fmt.Sprintf("DE_fake%d", depID), "sha": fmt.Sprintf("%040x", rn.id),
+		"ref": strings.TrimPrefix(rn.ref, "refs/heads/"), "task": "deploy", "environment": a.Environment,
+		"original_environment": a.Environment, "payload": map[string]any{}, "description": nil,
+		"creator":      userDocument(baseURL(r), "octocat", 583231, "User"),
+		"statuses_url": depURL + "/statuses", "repository_url": fmt.Sprintf("%srepos/%s/%s", baseURL(r), rn.owner, rn.repo),
+		"url": depURL, "created_at": at, "updated_at": at,
 	}}}
 }
 
@@ -907,13 +1080,20 @@ func (s *Server) finish(r *http.Request, resp *response) {
 			s.notModified++
 		}
 	}
+	switch {
+	case resp.status == http.StatusNotModified, resp.status == http.StatusNoContent, resp.status == http.StatusFound:
+	case resp.body != nil:
+		h.Set("Content-Type", "application/json; charset=utf-8")
+	default:
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
 	if win := resp.rate; win != nil {
 		if resp.status != http.StatusNotModified && !resp.noCharge {
 			win.used++
 			s.counted++
 		}
-		h.Set("X-RateLimit-Limit", strconv.Itoa(s.rateLimit))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(s.rateLimit-win.used, 0)))
+		h.Set("X-RateLimit-Limit", strconv.Itoa(win.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(win.limit-win.used, 0)))
 		h.Set("X-RateLimit-Used", strconv.Itoa(win.used))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(win.reset.Unix(), 10))
 		h.Set("X-RateLimit-Resource", "core")
@@ -930,11 +1110,9 @@ func write(w http.ResponseWriter, resp response) {
 	case resp.status == http.StatusNotModified, resp.status == http.StatusNoContent, resp.status == http.StatusFound:
 		w.WriteHeader(resp.status)
 	case resp.body != nil:
-		h.Set("Content-Type", "application/json; charset=utf-8")
 		w.WriteHeader(resp.status)
 		_, _ = w.Write(resp.data)
 	default:
-		h.Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(resp.status)
 		_, _ = io.WriteString(w, resp.text)
 	}

@@ -949,3 +949,36 @@ func TestConcurrentSubmissionsGetDistinctIDs(t *testing.T) {
 			len(seen), api.Submissions("c"), api.Requests(), n, n, 2*n)
 	}
 }
+
+// With a listing lag, a new job is left out of GET /jobs until it is that
+// old, while GET /jobs/{id} answers at once.
+func TestListingLags(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	api := New(&Options{Now: clock.Now, ListingLag: 2 * time.Second})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, clock: clock, api: api, http: srv}
+	f.do(post("/jobs", `{"correlation_id": "c-1", "duration_seconds": 60}`))
+	listed := func() int {
+		resp, err := http.Get(srv.URL + "/jobs?correlation_id=c-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out jobList
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Jobs)
+	}
+	if n := listed(); n != 0 {
+		t.Errorf("right after the submission: %d jobs listed, want 0", n)
+	}
+	if resp, err := http.Get(srv.URL + "/jobs/job-000001"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /jobs/job-000001 right after the submission: %v %v, want 200", resp, err)
+	}
+	clock.Advance(2 * time.Second)
+	if n := listed(); n != 1 {
+		t.Errorf("after the lag: %d jobs listed, want 1", n)
+	}
+}

@@ -26,12 +26,17 @@ type Options struct {
 	// Now is the server's clock; job progress is computed from it on each
 	// request. Default time.Now.
 	Now func() time.Time
+	// ListingLag, when positive, leaves a job out of the listing
+	// (GET /jobs) until it is this old, as job APIs whose listing lags
+	// their submissions do; GET /jobs/{id} answers at once. Default 0.
+	ListingLag time.Duration
 }
 
 // Server is the fake job API. Create one with [New]; it is an [http.Handler]
 // and is safe for concurrent use.
 type Server struct {
-	now func() time.Time
+	now        func() time.Time
+	listingLag time.Duration
 
 	mu          sync.Mutex
 	seq         int
@@ -59,6 +64,9 @@ func New(opts *Options) *Server {
 	}
 	if opts != nil && opts.Now != nil {
 		s.now = opts.Now
+	}
+	if opts != nil {
+		s.listingLag = opts.ListingLag
 	}
 	return s
 }
@@ -398,6 +406,9 @@ func (s *Server) find(correlationID string) response {
 	now := s.now()
 	var found []*job
 	for _, j := range s.jobs {
+		if now.Sub(j.createdAt) < s.listingLag {
+			continue // not listed yet
+		}
 		if correlationID == "" || j.script.CorrelationID == correlationID {
 			found = append(found, j)
 		}
