@@ -1,12 +1,15 @@
 # The targets CI runs. `make test` is the one command that checks everything:
-# formatting, vet, the Go tests with the race detector, the example catalogs,
-# and the MCP conformance suite against the real binary.
+# formatting, vet, the Go tests with the race detector, the checks of the
+# GitHub and Batch fakes against the official API descriptions, the example catalogs,
+# and the MCP conformance suite against the real binary. `make spec-check`
+# checks the GitHub and Batch fakes and adapters against the official API
+# descriptions (specs/run.sh says how).
 
 GO ?= go
 
-.PHONY: test fmt-check vet unit validate-configs conformance build bench
+.PHONY: test fmt-check vet unit spec-check validate-configs conformance build bench
 
-test: fmt-check vet unit validate-configs conformance
+test: fmt-check vet unit spec-check validate-configs conformance
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -16,6 +19,9 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+spec-check:
+	GO=$(GO) ./specs/run.sh
 
 validate-configs:
 	$(GO) run ./cmd/jobbridge validate configs/*.yaml

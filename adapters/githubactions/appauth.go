@@ -160,7 +160,8 @@ func (t *appTokens) get(ctx context.Context) (string, error) {
 
 // refresh exchanges an app JWT for an installation token and caches it.
 func (t *appTokens) refresh(ctx context.Context) (string, error) {
-	it, _, err := t.exchange.Apps.CreateInstallationToken(ctx, t.installationID, nil)
+	// An empty options object, not null: GitHub documents a JSON object body.
+	it, _, err := t.exchange.Apps.CreateInstallationToken(ctx, t.installationID, &github.InstallationTokenOptions{})
 	if err != nil {
 		causes := []error{errNotSent}
 		for _, c := range []error{ErrRateLimited, context.Canceled, context.DeadlineExceeded} {

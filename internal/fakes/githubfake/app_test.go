@@ -84,7 +84,7 @@ func TestAppTokenExchange(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := f.srv.TokenExchanges()
-			it, resp, err := bearerClient(t, base, c.jwt).Apps.CreateInstallationToken(t.Context(), c.installation, nil)
+			it, resp, err := bearerClient(t, base, c.jwt).Apps.CreateInstallationToken(t.Context(), c.installation, &github.InstallationTokenOptions{})
 			if resp == nil || resp.StatusCode != c.want {
 				t.Fatalf("status %v (%v), want %d", resp, err, c.want)
 			}
@@ -125,7 +125,7 @@ func TestAppTokensAuthorizeUntilExpiry(t *testing.T) {
 	if got := status(jwtStr); got != http.StatusUnauthorized {
 		t.Errorf("the app JWT on the API: %d, want 401", got)
 	}
-	it, _, err := bearerClient(t, base, jwtStr).Apps.CreateInstallationToken(t.Context(), installationID, nil)
+	it, _, err := bearerClient(t, base, jwtStr).Apps.CreateInstallationToken(t.Context(), installationID, &github.InstallationTokenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
