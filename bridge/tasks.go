@@ -117,7 +117,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if b.backedOff(t.Key, now) {
 			return false
 		}
-		if _, _, paused := b.gates[t.Backend].paused(); paused {
+		if _, _, paused := b.gates[tl.Backend].paused(); paused {
 			return false
 		}
 		return true
@@ -222,7 +222,7 @@ func (b *Bridge) observe(task *mapping.Task) {
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
 	}
-	g := b.gates[task.Backend]
+	g := b.gates[tl.Backend]
 	if ok, _, _ := g.allow(); !ok {
 		return
 	}
@@ -536,7 +536,7 @@ func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
 			notes = append(notes, fmt.Sprintf("as of %s ago", age.Round(time.Second)))
 		}
 	}
-	if g := b.gates[t.Backend]; g != nil {
+	if g := b.gates[tl.Backend]; g != nil {
 		if note := g.pauseNote(now); note != "" {
 			notes = append(notes, note)
 		}
@@ -786,7 +786,7 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 			return true
 		})
 	}
-	g := b.gates[task.Backend]
+	g := b.gates[tl.Backend]
 	if ok, until, reason := g.allow(); !ok {
 		release(fmt.Sprintf("cancellation requested; not sent yet: %s, trying again in %s", reason, ceilSeconds(until.Sub(b.opts.Now()))))
 		return
