@@ -51,9 +51,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// SubmitTimeout bounds one submission to a backend. A task still
-	// submitting after it (for example because the server that was
-	// submitting stopped) is reconciled. Default 30s.
+	// SubmitTimeout bounds one submission to a backend, including its
+	// retries after throttling. With a shared store, a task still submitting
+	// after it (because the replica that was submitting stopped) is
+	// reconciled; alone on its store, the process reconciles at once a
+	// submitting task it is not running itself. Default 30s.
 	SubmitTimeout time.Duration
 	// CallTimeout bounds every other backend call (poll, cancel, respond).
 	// Default 15s.
