@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobbridge/jobbridge/internal/fakes/exchanges"
 	"github.com/jobbridge/jobbridge/internal/fakes/loopback"
 )
 
@@ -311,16 +312,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()[requestIDHeader] = []string{newRequestID()}
 	if s.exchanges != "" {
 		rw := &recorder{ResponseWriter: w}
-		ex := exchange{Backend: "batch", Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		ex := exchanges.Exchange{Backend: "batch", Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			RequestHeaders: redactHeaders(r.Header), Operation: op}
-		ex.RequestBody, ex.Truncated = capBody(body)
+		ex.RequestBody, ex.Truncated = exchanges.Body(body)
 		defer func() {
 			ex.Status, ex.ResponseHeaders = rw.status, rw.Header().Clone()
 			var cut bool
-			ex.ResponseBody, cut = capBody(rw.body.Bytes())
+			ex.ResponseBody, cut = exchanges.Body(rw.body.Bytes())
 			ex.Truncated = ex.Truncated || cut
 			ex.Injected = rw.injected
-			if err := appendExchange(s.exchanges, ex); err != nil {
+			if err := exchanges.Append(s.exchanges, ex); err != nil {
 				fmt.Fprintf(os.Stderr, "batchfake: recording an exchange: %v\n", err)
 			}
 		}()

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-github/v93/github"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/exchanges"
 )
 
 // getJSON sends an authorised GET for path (under the base URL) and decodes
@@ -514,11 +516,11 @@ func TestExchangesRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer file.Close()
-	var got []exchange
+	var got []exchanges.Exchange
 	sc := bufio.NewScanner(file)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
-		var e exchange
+		var e exchanges.Exchange
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
