@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/jobbridge/jobbridge/internal/spelling"
 )
 
 // decoder walks yaml.v3 nodes against Go values, guided by their `yaml`
@@ -641,30 +643,9 @@ func join(path, key string) string {
 func suggest(name string, fields []field) string {
 	best, bestDist := "", 3
 	for _, f := range fields {
-		if dist := editDistance(strings.ToLower(name), f.name); dist < bestDist {
+		if dist := spelling.Distance(strings.ToLower(name), f.name); dist < bestDist {
 			best, bestDist = f.name, dist
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

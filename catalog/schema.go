@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"gopkg.in/yaml.v3"
+
+	"github.com/jobbridge/jobbridge/internal/spelling"
 )
 
 // inputSchema checks a tool's input schema (written as YAML at path) and
@@ -721,7 +723,7 @@ func suggestKeyword(k string) string {
 func closest(s string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, cand := range candidates {
-		d := editDistance(strings.ToLower(s), strings.ToLower(cand))
+		d := spelling.Distance(strings.ToLower(s), strings.ToLower(cand))
 		if d < bestDist && d*2 < len(s) {
 			best, bestDist = cand, d
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/jobbridge/jobbridge/internal/spelling"
 )
 
 // confirmPlaceholders checks the placeholders of the confirmation message
@@ -17,7 +19,7 @@ func (l *loader) confirmPlaceholders(path, msg string, props map[string]bool) {
 		switch {
 		case !isArg:
 			hint := ""
-			if first, rest, ok := strings.Cut(ph.name, "."); ok && rest != "" && editDistance(strings.ToLower(first), "args") <= 2 {
+			if first, rest, ok := strings.Cut(ph.name, "."); ok && rest != "" && spelling.Distance(strings.ToLower(first), "args") <= 2 {
 				hint = fmt.Sprintf(" (did you mean {args.%s}?)", rest)
 			} else if props[ph.name] {
 				hint = fmt.Sprintf(" (did you mean {args.%s}?)", ph.name)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/internal/spelling"
 )
 
 // knownPlaceholders are the placeholder names other than {args.NAME}, for
@@ -27,13 +28,13 @@ func suggestPlaceholder(name string) string {
 	if first, rest, ok := strings.Cut(name, "."); ok && rest != "" && validArgName(rest) {
 		switch first = strings.ToLower(first); {
 		case first == "args":
-		case editDistance(first, "args") <= 2, first == "argument", first == "arguments", first == "input", first == "inputs", first == "params":
+		case spelling.Distance(first, "args") <= 2, first == "argument", first == "arguments", first == "input", first == "inputs", first == "params":
 			return argsPrefix + rest
 		}
 	}
 	best, bestDist := "", 3
 	for _, k := range knownPlaceholders {
-		if d := editDistance(strings.ToLower(name), k); d < bestDist {
+		if d := spelling.Distance(strings.ToLower(name), k); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
@@ -71,25 +72,4 @@ func (c *JobConfig) checkJSONPaths() []error {
 		}
 	}
 	return errs
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
