@@ -6,36 +6,14 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/storetest"
 )
-
-// allowedSeq numbers the tasks createsAllowed creates.
-var allowedSeq atomic.Int64
-
-// createsAllowed creates tasks for principal with maxLive until Create
-// refuses with ErrLiveLimit, at most maxLive+1 times, and returns how many
-// it created.
-func createsAllowed(t *testing.T, s *Store, principal string, maxLive int) int {
-	t.Helper()
-	for n := 0; n <= maxLive; n++ {
-		tk := task(fmt.Sprintf("allowed-%s-%d", principal, allowedSeq.Add(1)), time.Now())
-		tk.Principal = principal
-		err := s.Create(t.Context(), tk, maxLive)
-		if errors.Is(err, mapping.ErrLiveLimit) {
-			return n
-		}
-		if err != nil {
-			t.Fatalf("Create: %v", err)
-		}
-	}
-	return maxLive + 1
-}
 
 // TestLiveLimitAcrossReplicas races creations of one principal through two
 // stores (two pools, as two replicas) on one database, under each isolation
@@ -97,7 +75,7 @@ func TestLiveLimitAcrossReplicas(t *testing.T) {
 					t.Fatalf("Update: %v", err)
 				}
 			}
-			if got := createsAllowed(t, replicas[1], "alice", limit); got != 3 {
+			if got := storetest.Room(t, replicas[1], "alice", limit); got != 3 {
 				t.Errorf("after 3 tasks finished the other replica may create %d, want 3", got)
 			}
 		})
@@ -173,7 +151,7 @@ func TestUpgradeCountsLiveTasks(t *testing.T) {
 
 	s := openAt(t, dsn)
 	for principal, want := range map[string]int{"alice": 2, "bob": 5, "carol": 4, "dave": 5} {
-		if got := createsAllowed(t, s, principal, 5); got != want {
+		if got := storetest.Room(t, s, principal, 5); got != want {
 			t.Errorf("after the upgrade %s may create %d tasks with a limit of 5, want %d", principal, got, want)
 		}
 	}
@@ -192,7 +170,7 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 	done := task("by-hand-done", now)
 	done.Status = mapping.StatusCompleted
 	insertByHand(t, s.pool, done)
-	if got := createsAllowed(t, s, "alice", limit); got != 1 {
+	if got := storetest.Room(t, s, "alice", limit); got != 1 {
 		t.Fatalf("after 4 live inserts by hand alice may create %d, want 1", got)
 	}
 	for _, q := range []string{
@@ -207,7 +185,7 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 		}
 	}
 	for principal, want := range map[string]int{"alice": 3, "bob": limit - 1} {
-		if got := createsAllowed(t, s, principal, limit); got != want {
+		if got := storetest.Room(t, s, principal, limit); got != want {
 			t.Errorf("after the writes by hand %s may create %d, want %d", principal, got, want)
 		}
 	}

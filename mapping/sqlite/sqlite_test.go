@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -515,28 +514,6 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 	}
 }
 
-// allowedSeq numbers the tasks createsAllowed creates.
-var allowedSeq atomic.Int64
-
-// createsAllowed creates tasks for principal with maxLive until Create
-// refuses with ErrLiveLimit, at most maxLive+1 times, and returns how many
-// it created.
-func createsAllowed(t *testing.T, s *Store, principal string, maxLive int) int {
-	t.Helper()
-	for n := 0; n <= maxLive; n++ {
-		task := task(fmt.Sprintf("allowed-%s-%d", principal, allowedSeq.Add(1)), time.Now())
-		task.Principal = principal
-		err := s.Create(t.Context(), task, maxLive)
-		if errors.Is(err, mapping.ErrLiveLimit) {
-			return n
-		}
-		if err != nil {
-			t.Fatalf("Create: %v", err)
-		}
-	}
-	return maxLive + 1
-}
-
 // TestUpgradeCountsLiveTasks opens a file written before the store kept
 // live counts: the tasks already live (expired or not) count against the
 // limit, finished ones do not.
@@ -594,7 +571,7 @@ func TestUpgradeCountsLiveTasks(t *testing.T) {
 
 	s := openAt(t, path)
 	for principal, want := range map[string]int{"alice": 2, "bob": 5, "carol": 4, "dave": 5} {
-		if got := createsAllowed(t, s, principal, 5); got != want {
+		if got := storetest.Room(t, s, principal, 5); got != want {
 			t.Errorf("after the upgrade %s may create %d tasks with a limit of 5, want %d", principal, got, want)
 		}
 	}
@@ -662,7 +639,7 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 	if _, err := s.writer.ExecContext(t.Context(), createQuery, createArgs(done)...); err != nil {
 		t.Fatal(err)
 	}
-	if got := createsAllowed(t, s, "alice", limit); got != 1 {
+	if got := storetest.Room(t, s, "alice", limit); got != 1 {
 		t.Fatalf("after 4 live inserts by hand alice may create %d, want 1", got)
 	}
 	for _, q := range []string{
@@ -677,7 +654,7 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 		}
 	}
 	for principal, want := range map[string]int{"alice": 3, "bob": limit - 1} {
-		if got := createsAllowed(t, s, principal, limit); got != want {
+		if got := storetest.Room(t, s, principal, limit); got != want {
 			t.Errorf("after the writes by hand %s may create %d, want %d", principal, got, want)
 		}
 	}

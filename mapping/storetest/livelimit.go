@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +17,18 @@ import (
 // live) until an Update makes it terminal or PurgeExpired deletes it; a task
 // that expired but is not purged yet still counts.
 
-// room creates tasks for principal with maxLive until Create refuses with
+// roomSeq numbers the tasks Room creates, so that its task IDs never repeat.
+var roomSeq atomic.Int64
+
+// Room creates tasks for principal with maxLive until Create refuses with
 // ErrLiveLimit, and returns how many it created: the free slots. It fails
 // t if Create fails otherwise, or does not refuse within maxLive+1
-// attempts. The tasks it creates take the slots it counts.
-func room(t *testing.T, s mapping.Store, principal string, maxLive int) int {
+// attempts. The tasks it creates take the slots it counts. Stores' own
+// tests (upgrades, rows written by hand) use it too.
+func Room(t *testing.T, s mapping.Store, principal string, maxLive int) int {
 	t.Helper()
 	for n := 0; n <= maxLive; n++ {
-		task := newTask(fmt.Sprintf("room-%s-%d", principal, n), principal)
+		task := newTask(fmt.Sprintf("room-%s-%d", principal, roomSeq.Add(1)), principal)
 		err := s.Create(t.Context(), task, maxLive)
 		if errors.Is(err, mapping.ErrLiveLimit) {
 			// A refused Create inserted nothing.
@@ -232,7 +237,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 			s := h.Open(t)
 			tt.setup(t, s)
 			for principal, want := range tt.want {
-				if got := room(t, s, principal, limit); got != want {
+				if got := Room(t, s, principal, limit); got != want {
 					t.Errorf("free slots of %q = %d, want %d", principal, got, want)
 				}
 			}
@@ -268,7 +273,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 					}
 				}
 				// All of them count against a limit given later.
-				if got := room(t, s, "alice", 3*limit+1); got != 1 {
+				if got := Room(t, s, "alice", 3*limit+1); got != 1 {
 					t.Errorf("free slots with maxLive %d = %d, want 1", 3*limit+1, got)
 				}
 			})
@@ -292,7 +297,7 @@ func testLiveLimitConcurrent(t *testing.T, h Harness) {
 		if n := liveOf(t, s, "alice"); n != limit {
 			t.Errorf("alice has %d live tasks stored, want %d", n, limit)
 		}
-		if got := room(t, s, "alice", limit); got != 0 {
+		if got := Room(t, s, "alice", limit); got != 0 {
 			t.Errorf("free slots after the race = %d, want 0", got)
 		}
 	})
@@ -328,7 +333,7 @@ func testLiveLimitConcurrent(t *testing.T, h Harness) {
 		if n > limit {
 			t.Errorf("alice has %d live tasks, more than the limit %d", n, limit)
 		}
-		if got := room(t, s, "alice", limit); got != limit-n {
+		if got := Room(t, s, "alice", limit); got != limit-n {
 			t.Errorf("free slots after the race = %d, want %d", got, limit-n)
 		}
 	})
@@ -399,7 +404,7 @@ func testLiveLimitSurvivesReopen(t *testing.T, h Harness) {
 	live := createLive(t, s, "alice", limit, at(time.Hour))
 	finish(t, s, live[0], mapping.StatusCompleted)
 	s = h.Reopen(t, s)
-	if got := room(t, s, "alice", limit); got != 1 {
+	if got := Room(t, s, "alice", limit); got != 1 {
 		t.Errorf("free slots after reopening = %d, want 1", got)
 	}
 }
