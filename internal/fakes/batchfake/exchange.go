@@ -54,16 +54,6 @@ func markInjected(w http.ResponseWriter) {
 	}
 }
 
-// redactHeaders copies request headers without the ones that carry
-// credentials or signatures.
-func redactHeaders(h http.Header) http.Header {
-	out := h.Clone()
-	for _, k := range []string{"Authorization", "X-Amz-Security-Token", "Cookie"} {
-		out.Del(k)
-	}
-	return out
-}
-
 // newRequestID returns a random, UUID-shaped request ID.
 func newRequestID() string {
 	var b [16]byte

@@ -313,7 +313,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.exchanges != "" {
 		rw := &recorder{ResponseWriter: w}
 		ex := exchanges.Exchange{Backend: "batch", Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-			RequestHeaders: redactHeaders(r.Header), Operation: op}
+			RequestHeaders: exchanges.RedactHeaders(r.Header, exchanges.DropAuthorization), Operation: op}
 		ex.RequestBody, ex.Truncated = exchanges.Body(body)
 		defer func() {
 			ex.Status, ex.ResponseHeaders = rw.status, rw.Header().Clone()

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -58,6 +59,42 @@ func Body(b []byte) (string, bool) {
 		cut--
 	}
 	return string(b[:cut]), true
+}
+
+// Redaction says what a record keeps of a request's Authorization header.
+type Redaction int
+
+const (
+	// DropAuthorization leaves the Authorization header out of the record
+	// (Batch: a SigV4 signature, whose scheme the checks do not need).
+	DropAuthorization Redaction = iota
+	// KeepScheme keeps the header's scheme and replaces its credentials with
+	// "[redacted]" (GitHub: "Bearer [redacted]"), so that the record still
+	// shows how the request authenticated.
+	KeepScheme
+)
+
+// RedactHeaders returns a copy of request headers h fit to record: the
+// records may be kept as CI artifacts, so Cookie and X-Amz-Security-Token
+// are left out and Authorization is treated as how says. It never returns
+// nil.
+func RedactHeaders(h http.Header, how Redaction) http.Header {
+	out := h.Clone()
+	if out == nil {
+		return http.Header{}
+	}
+	out.Del("Cookie")
+	out.Del("X-Amz-Security-Token")
+	if v := out.Get("Authorization"); v != "" {
+		switch how {
+		case KeepScheme:
+			scheme, _, _ := strings.Cut(v, " ")
+			out.Set("Authorization", scheme+" [redacted]")
+		default:
+			out.Del("Authorization")
+		}
+	}
+	return out
 }
 
 // mu serialises the lines this process appends, so that two servers

@@ -27,7 +27,7 @@ func (s *Server) record(r *http.Request, reqBody []byte, resp response, injected
 	}
 	e := exchanges.Exchange{
 		Backend: "github", Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-		RequestHeaders: redactHeaders(r.Header), Status: resp.status,
+		RequestHeaders: exchanges.RedactHeaders(r.Header, exchanges.KeepScheme), Status: resp.status,
 		ResponseHeaders: resp.header.Clone(), Injected: injected,
 	}
 	var cut bool
@@ -45,18 +45,4 @@ func (s *Server) record(r *http.Request, reqBody []byte, resp response, injected
 	if err := exchanges.Append(s.exchangeDir, e); err != nil {
 		fmt.Fprintf(os.Stderr, "githubfake: recording an exchange: %v\n", err)
 	}
-}
-
-// redactHeaders copies h without credentials: the exchanges file may be
-// kept as a CI artifact.
-func redactHeaders(h http.Header) http.Header {
-	out := h.Clone()
-	if out == nil {
-		return http.Header{}
-	}
-	if v := out.Get("Authorization"); v != "" {
-		scheme, _, _ := strings.Cut(v, " ")
-		out.Set("Authorization", scheme+" [redacted]")
-	}
-	return out
 }
