@@ -253,6 +253,10 @@ func TestStartSendsRenderedRequest(t *testing.T) {
 	}
 }
 
+// TestArgumentsStayInOneSegment checks that an argument is escaped as one
+// path segment, and that a rendered path that would climb out of base_url is
+// refused before anything is sent. A backslash is read as a lenient server
+// reads it (as a "/").
 func TestArgumentsStayInOneSegment(t *testing.T) {
 	tests := []struct {
 		project  string
@@ -268,6 +272,19 @@ func TestArgumentsStayInOneSegment(t *testing.T) {
 		{"..", ""},
 		{".", ""},
 		{"", ""},
+		// Backslashes, alone and mixed with slashes.
+		{`a\b`, "/api/v1/projects/a%5Cb/jobs"},
+		{`..\x`, "/api/v1/projects/..%5Cx/jobs"},
+		{`%5C`, "/api/v1/projects/%255C/jobs"},
+		{`..%5C..%5Cadmin`, "/api/v1/projects/..%255C..%255Cadmin/jobs"},
+		{`..\..\admin`, ""},
+		{`..\..\..\admin`, ""},
+		{`\..\..\admin`, ""},
+		{`..\../admin`, ""},
+		{`../..\admin`, ""},
+		{`.\..\..\admin`, ""},
+		{`..\..`, ""},
+		{`..\..\..`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.project, func(t *testing.T) {
