@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // Adapter is implemented by each backend (the REST job API, AWS Batch, GitHub
@@ -257,9 +259,15 @@ func ParseState(name string) (State, bool) {
 // Observation is what an adapter saw of one job.
 type Observation struct {
 	// Err, when non-nil, means this job could not be observed now; every other
-	// field is then unset. Wrap [ErrJobNotFound] when the backend does not know
-	// the job.
+	// field is then unset, except Ref. Wrap [ErrJobNotFound] when the backend
+	// does not know the job.
 	Err error
+
+	// Ref, when set, replaces the job's reference from now on: the adapter
+	// has learnt the job's own ID (a submission that was a queue item or an
+	// operation has become a job). The bridge stores it durably with the
+	// observation, also when Err is set, and uses it for every later call.
+	Ref *JobRef
 
 	State State
 	// Message is a short human-readable status (shown as the task's
@@ -332,20 +340,14 @@ type Answer struct {
 	Content map[string]any
 }
 
-// FieldError is a configuration problem in one field of an adapter's config,
-// returned (possibly joined with others) by a config's Validate method so that
-// the catalog loader can point at the field's line and column.
-type FieldError struct {
-	// Path is the dotted YAML path of the field relative to the validated
-	// block, for example "status.states" or "start.method".
-	Path string
-	Err  error
-}
+// FieldError is the adapters' name for [fielderr.Error]: a configuration
+// problem in one field of an adapter's config, returned (possibly joined with
+// others) by a config's Validate method so that the catalog loader can point
+// at the field's line and column, or inside its value (Offset).
+type FieldError = fielderr.Error
 
-func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// Fieldf returns a *FieldError for path with a formatted message.
+// Fieldf is the adapters' name for [fielderr.Errorf]: it returns a
+// *FieldError for path with a formatted message.
 func Fieldf(path, format string, args ...any) error {
-	return &FieldError{Path: path, Err: fmt.Errorf(format, args...)}
+	return fielderr.Errorf(path, format, args...)
 }

@@ -289,6 +289,9 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 		if d, throttled := adapters.RetryAfter(err); throttled && d > wait {
 			wait = d
 		}
+		if len(obs) == 1 && obs[0].Ref != nil {
+			ref = *obs[0].Ref // the queued submission has become a job
+		}
 		if err != nil || len(obs) != 1 || obs[0].Err != nil {
 			continue // transient: try again after the refresh interval
 		}

@@ -241,6 +241,18 @@ func (b *Bridge) observe(task *mapping.Task) {
 		err = obs[0].Err
 	}
 	if err != nil {
+		if len(obs) == 1 && obs[0].Ref != nil {
+			// The job's new reference is durable even when the job could
+			// not be observed yet.
+			ref := *obs[0].Ref
+			if _, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+				data, err := json.Marshal(ref)
+				t.JobRef = data
+				return err == nil
+			}); err != nil && !errors.Is(err, errTerminal) {
+				b.log.Error("recording job reference", "task", shortKey(task.Key), "error", err)
+			}
+		}
 		// The backend could not be asked: keep serving the last observation
 		// and do not ask again before the refresh interval (the backend's
 		// gate may pause longer).
@@ -300,6 +312,15 @@ func (b *Bridge) setBackoff(k mapping.Key, d time.Duration) {
 
 // apply translates one observation into the task's state.
 func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, now time.Time) {
+	if o.Ref != nil {
+		// The adapter has learnt the job's own reference (a queued
+		// submission has become a job): keep it, with this observation.
+		if data, err := json.Marshal(o.Ref); err == nil {
+			t.JobRef = data
+			ref = *o.Ref
+			b.log.Info("job reference updated", "task", shortKey(t.Key), "job", ref.ID)
+		}
+	}
 	if errors.Is(o.Err, adapters.ErrJobNotFound) || errors.Is(o.Err, adapters.ErrUnreadableStatus) {
 		// The job's state cannot be seen: allow the tool's missing grace,
 		// saying why, then end the task.

@@ -135,10 +135,11 @@ type Adapter struct {
 	region  string
 	api     BatchAPI
 	tools   map[string]*JobConfig
+	tmpls   map[string]templates // by tool name
 	poller  *poller
 	submit  *rate.Limiter
 	timeout time.Duration
-	console template
+	console consoleLink
 	log     *slog.Logger
 	now     func() time.Time
 	lag     time.Duration // listing_lag
@@ -176,9 +177,10 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		name:    name,
 		region:  backend.Region,
 		tools:   map[string]*JobConfig{},
+		tmpls:   map[string]templates{},
 		submit:  rate.NewLimiter(rate.Limit(backend.SubmitRate), burst(backend.SubmitRate)),
 		timeout: backend.Timeout,
-		console: parseTemplate(backend.ConsoleURL),
+		console: parseConsoleLink(backend.ConsoleURL),
 		log:     opts.Logger,
 		now:     opts.Now,
 		lag:     backend.ListingLag,
@@ -200,7 +202,13 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 			errs = append(errs, fmt.Errorf("tool %q: %w", tn, err))
 			continue
 		}
+		ts, err := compileTemplates(&cfg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", tn, err))
+			continue
+		}
 		a.tools[tn] = &cfg
+		a.tmpls[tn] = ts
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)
@@ -270,7 +278,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	if err != nil {
 		return adapters.JobRef{}, err
 	}
-	in, err := submitInput(req.Tool, t, req)
+	in, err := submitInput(ctx, t, a.tmpls[req.Tool], req)
 	if err != nil {
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", req.Tool, err)
 	}
@@ -546,41 +554,49 @@ func isAlnum(c byte) bool {
 }
 
 // submitInput renders a tool's job block into a SubmitJob request.
-func submitInput(tool string, t *JobConfig, req adapters.StartRequest) (*batch.SubmitJobInput, error) {
-	v := values{args: req.Arguments, correlationID: req.CorrelationID}
-	render := func(s string) string { return parseTemplate(s).render(v) }
+// Every field is rendered; the problems of all of them are reported
+// together, each named by its field.
+func submitInput(ctx context.Context, t *JobConfig, ts templates, req adapters.StartRequest) (*batch.SubmitJobInput, error) {
+	v := vars(req)
+	var errs []error
+	field := func(path, s string) string {
+		out, err := ts.render(ctx, s, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}
+		return out
+	}
 	in := &batch.SubmitJobInput{
-		JobName:       aws.String(jobName(req.CorrelationID, render(t.JobName))),
+		JobName:       aws.String(jobName(req.CorrelationID, field("job_name", t.JobName))),
 		JobQueue:      aws.String(t.JobQueue),
 		JobDefinition: aws.String(t.JobDefinition),
 		PropagateTags: t.PropagateTags,
 		Tags:          map[string]string{tagCorrelation: req.CorrelationID},
 	}
 	if len(t.Parameters) > 0 {
-		in.Parameters = renderMap(t.Parameters, render)
+		in.Parameters = renderMap("parameters.", t.Parameters, field)
 	}
-	var errs []error
-	number := func(field, tmpl string, kind numberKind) string {
+	number := func(path, tmpl string, kind numberKind) string {
 		if tmpl == "" {
 			return ""
 		}
-		s := strings.TrimSpace(render(tmpl))
+		s := strings.TrimSpace(field(path, tmpl))
 		if s == "" {
 			return ""
 		}
 		n, err := parseNumber(s, kind)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 		}
 		return n
 	}
 	if o := t.ContainerOverrides; o != nil {
 		co := &types.ContainerOverrides{}
-		for _, c := range o.Command {
-			co.Command = append(co.Command, render(c))
+		for i, c := range o.Command {
+			co.Command = append(co.Command, field(fmt.Sprintf("container_overrides.command[%d]", i), c))
 		}
 		for _, k := range sortedKeys(o.Environment) {
-			if val := render(o.Environment[k]); val != "" {
+			if val := field("container_overrides.environment."+k, o.Environment[k]); val != "" {
 				co.Environment = append(co.Environment, types.KeyValuePair{Name: aws.String(k), Value: aws.String(val)})
 			}
 		}
@@ -605,8 +621,8 @@ func submitInput(tool string, t *JobConfig, req adapters.StartRequest) (*batch.S
 			in.ArrayProperties = &types.ArrayProperties{Size: aws.Int32(int32(size))}
 		}
 	}
-	for _, d := range t.DependsOn {
-		id := strings.TrimSpace(render(d.JobID))
+	for i, d := range t.DependsOn {
+		id := strings.TrimSpace(field(fmt.Sprintf("depends_on[%d].job_id", i), d.JobID))
 		if id == "" {
 			continue
 		}
@@ -622,10 +638,10 @@ func submitInput(tool string, t *JobConfig, req adapters.StartRequest) (*batch.S
 	if t.TimeoutSeconds > 0 {
 		in.Timeout = &types.JobTimeout{AttemptDurationSeconds: aws.Int32(int32(t.TimeoutSeconds))}
 	}
-	for k, val := range renderMap(t.Tags, render) {
+	for k, val := range renderMap("tags.", t.Tags, field) {
 		in.Tags[k] = val
 	}
-	if s := render(t.ShareIdentifier); s != "" {
+	if s := field("share_identifier", t.ShareIdentifier); s != "" {
 		in.ShareIdentifier = aws.String(s)
 	}
 	if p := t.SchedulingPriority; p != nil {
@@ -637,12 +653,12 @@ func submitInput(tool string, t *JobConfig, req adapters.StartRequest) (*batch.S
 	return in, nil
 }
 
-// renderMap renders a map of templates, leaving out entries that render
-// empty.
-func renderMap(m map[string]string, render func(string) string) map[string]string {
+// renderMap renders a map of templates (the field at prefix), leaving out
+// entries that render empty.
+func renderMap(prefix string, m map[string]string, render func(path, tmpl string) string) map[string]string {
 	out := make(map[string]string, len(m))
-	for k, tmpl := range m {
-		if v := render(tmpl); v != "" {
+	for _, k := range sortedKeys(m) {
+		if v := render(prefix+k, m[k]); v != "" {
 			out[k] = v
 		}
 	}

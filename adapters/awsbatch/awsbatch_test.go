@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -956,5 +958,74 @@ func TestPollCancelledContext(t *testing.T) {
 	cancel()
 	if _, err := f.a.Poll(ctx, []adapters.JobRef{ref}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Poll with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+// TestSubmitExpressions checks {= ...} expressions in a tool's templates:
+// the SubmitJob request carries their values, as the fake received it, and
+// an expression that fails on the call's arguments submits nothing.
+func TestSubmitExpressions(t *testing.T) {
+	f := newFixture(t, &clock{base: t0}, BackendConfig{}, nil)
+	tool := testTool()
+	tool.JobName = `{= args.env == "prod" ? "release" : "trial"}-{args.name}`
+	tool.Parameters["shards"] = "{= args.shards * 2}"
+	tool.ContainerOverrides = &ContainerOverrides{
+		Command:     []string{"sh", "-c", "run {= shell_quote(args.target)}"},
+		Environment: map[string]string{"NOTE": `{= has(args.note) ? args.note : null}`},
+		VCPUs:       `{= args.env == "prod" ? 2.0 : 0.5}`,
+	}
+	tool.Tags = map[string]string{"tier": `{= args.env == "prod" ? "high" : "low"}`}
+	f.a = f.adapter(BackendConfig{Region: "eu-west-1"}, map[string]JobConfig{"job": tool})
+
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want map[string]any
+	}{
+		{"prod", map[string]any{"env": "prod", "shards": float64(3), "target": "a b", "note": "hi"}, map[string]any{
+			"name": "release-test", "shards": "6", "command": []string{"sh", "-c", "run 'a b'"},
+			"environment": map[string]string{"NOTE": "hi"}, "vcpus": "2", "tier": "high"}},
+		{"staging without a note", map[string]any{"env": "staging", "shards": float64(1), "target": "$(id)"}, map[string]any{
+			"name": "trial-test", "shards": "2", "command": []string{"sh", "-c", "run '$(id)'"},
+			"environment": map[string]string{}, "vcpus": "0.5", "tier": "low"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := job(quick(time.Hour, 0))
+			maps.Copy(req.Arguments, tc.args)
+			ref := f.start(req)
+			out, err := f.client.DescribeJobs(t.Context(), &batch.DescribeJobsInput{Jobs: []string{ref.ID}})
+			if err != nil || len(out.Jobs) != 1 {
+				t.Fatalf("DescribeJobs: %v", err)
+			}
+			d := out.Jobs[0]
+			env := map[string]string{}
+			for _, kv := range d.Container.Environment {
+				env[aws.ToString(kv.Name)] = aws.ToString(kv.Value)
+			}
+			vcpus := ""
+			for _, r := range d.Container.ResourceRequirements {
+				if r.Type == types.ResourceTypeVcpu {
+					vcpus = aws.ToString(r.Value)
+				}
+			}
+			got := map[string]any{
+				"name": strings.TrimPrefix(aws.ToString(d.JobName), req.CorrelationID+"-"), "shards": d.Parameters["shards"],
+				"command": d.Container.Command, "environment": env, "vcpus": vcpus, "tier": d.Tags["tier"],
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("submitted job (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	before := f.fake.Calls(batchfake.OpSubmitJob)
+	req := job(quick(time.Hour, 0))
+	req.Arguments["env"], req.Arguments["target"] = "prod", "x" // no shards
+	_, err := f.a.Start(t.Context(), req)
+	if err == nil || !strings.Contains(err.Error(), "parameters.shards: ") || !strings.Contains(err.Error(), "no such key: shards") {
+		t.Errorf("Start without shards = %v, want an error naming parameters.shards", err)
+	}
+	if got := f.fake.Calls(batchfake.OpSubmitJob); got != before {
+		t.Errorf("a failed rendering submitted %d jobs", got-before)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // BackendConfig is a `type: aws_batch` backend in the catalog: which account
@@ -70,9 +71,16 @@ type BackendConfig struct {
 //
 // Templates. job_name, parameter values, command elements, environment
 // values, vcpus, memory, gpus, array_size, depends_on job IDs, tag values
-// and share_identifier may contain {args.NAME} (a tool argument) and
-// {correlation_id}. An absent argument renders as empty text; a parameter,
-// environment variable, tag or dependency that renders empty is left out.
+// and share_identifier are templates of package
+// [github.com/jobbridge/jobbridge/adapters/expr]: they may contain
+// {args.NAME} (a tool argument), {correlation_id} and {= EXPR}, a CEL
+// expression over args and correlation_id, such as
+// {= args.env == "prod" ? "high" : "low"}. Expressions are type-checked when
+// the catalog loads. An absent argument (or an expression giving null)
+// renders as empty text; a parameter, environment variable, tag or
+// dependency that renders empty is left out. An expression that fails when a
+// call is made (reading an argument the caller left out without has(), say)
+// fails the call before anything is submitted.
 type JobConfig struct {
 	// JobQueue is the queue's name or ARN. Required; fixed per tool (a job
 	// whose submission had an unknown outcome is looked for in it).
@@ -254,12 +262,6 @@ func checkEndpoint(raw string) error {
 	return nil
 }
 
-// Console link placeholders.
-const (
-	phRegion = "region"
-	phJobID  = "job_id"
-)
-
 func checkConsoleURL(raw string) error {
 	if !strings.HasPrefix(raw, "https://") && !strings.HasPrefix(raw, "http://") {
 		return errors.New("must start with https:// or http://")
@@ -267,9 +269,9 @@ func checkConsoleURL(raw string) error {
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return errors.New("must not contain whitespace")
 	}
-	for _, ph := range parseTemplate(raw).placeholders() {
-		if ph != phRegion && ph != phJobID {
-			return fmt.Errorf("unknown placeholder {%s} (use {region} and {job_id})", ph)
+	for _, seg := range parseConsoleLink(raw) {
+		if seg.ph != "" && seg.ph != phRegion && seg.ph != phJobID {
+			return fmt.Errorf("unknown placeholder {%s} (use {region} and {job_id})", seg.ph)
 		}
 	}
 	return nil
@@ -282,9 +284,10 @@ func (c *JobConfig) SetDefaults() {}
 
 // Validate reports every problem in the job block, joined, each as an
 // [adapters.FieldError] whose path is relative to the block (for example
-// "container_overrides.vcpus" or "depends_on[0].type"). It may be called
-// before or after SetDefaults. It does not check {args.NAME} against the
-// tool's input schema; see [JobConfig.ArgNames].
+// "container_overrides.vcpus" or "depends_on[0].type"); a template's
+// mistake carries the 1-based byte Offset of it in the field's value. It may
+// be called before or after SetDefaults. It does not check {args.NAME}
+// against the tool's input schema; see [JobConfig.ArgNames].
 func (c *JobConfig) Validate() error {
 	var errs []error
 	add := func(e error) {
@@ -365,13 +368,24 @@ func (c *JobConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ArgNames returns the sorted names NAME of the {args.NAME} placeholders the
-// job block uses, so that the catalog can check them against the tool's input
-// schema.
+// ArgNames returns the sorted names of the arguments the job block's
+// templates read, as {args.NAME} placeholders and in expressions (args.NAME,
+// args["NAME"]), so that the catalog can check them against the tool's input
+// schema. An expression that reads arguments by computed names (args[k],
+// args.map(...)) may read others as well: those cannot be known before a
+// call and are not listed. Templates that do not parse are skipped
+// (Validate reports them).
 func (c *JobConfig) ArgNames() []string {
 	seen := map[string]bool{}
 	for _, s := range c.templates() {
-		parseTemplate(s).argNames(seen)
+		t, err := expr.ParseTemplate(s, scope)
+		if err != nil {
+			continue
+		}
+		names, _ := t.ArgNames()
+		for _, n := range names {
+			seen[n] = true
+		}
 	}
 	return sortedKeys(seen)
 }
@@ -403,7 +417,7 @@ func checkFixed(path, v string, re *regexp.Regexp, what string) error {
 	switch {
 	case v == "":
 		return adapters.Fieldf(path, "required")
-	case parseTemplate(v).hasPlaceholders():
+	case !isLiteral(v):
 		return adapters.Fieldf(path, "takes no placeholders: it is fixed per tool")
 	case !re.MatchString(v):
 		return adapters.Fieldf(path, "%q is not %s", v, what)
@@ -411,11 +425,20 @@ func checkFixed(path, v string, re *regexp.Regexp, what string) error {
 	return nil
 }
 
-func checkTemplate(path, v string) error {
-	if err := parseTemplate(v).check(); err != nil {
-		return adapters.Fieldf(path, "%v", err)
+// isLiteral reports whether v is plain text: no placeholder or expression,
+// known or not.
+func isLiteral(v string) bool {
+	t, err := expr.ParseTemplate(v, expr.Scope{Vars: expr.AllVars})
+	if err != nil {
+		return false
 	}
-	return nil
+	_, ok := t.Literal()
+	return ok
+}
+
+func checkTemplate(path, v string) error {
+	_, err := parseField(path, v)
+	return err
 }
 
 // numberKind says what a numeric field accepts.
@@ -434,9 +457,12 @@ func checkNumber(path, v string, kind numberKind) error {
 	if v == "" {
 		return nil
 	}
-	t := parseTemplate(v)
-	if t.hasPlaceholders() {
-		return checkTemplate(path, v)
+	t, err := parseField(path, v)
+	if err != nil {
+		return err
+	}
+	if _, literal := t.Literal(); !literal {
+		return nil
 	}
 	if _, err := parseNumber(v, kind); err != nil {
 		return adapters.Fieldf(path, "%v", err)

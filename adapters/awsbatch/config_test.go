@@ -187,7 +187,10 @@ func TestArgNames(t *testing.T) {
 		Tags:            map[string]string{"owner": "{args.owner}"},
 		ShareIdentifier: "{args.share}",
 	}
-	want := []string{"after", "cpus", "date", "gpus", "level", "mem", "mode", "owner", "report", "shards", "share"}
+	c.Parameters["tier"] = `{= args.env == "prod" ? args["region"] : "none"}`
+	// Reads every argument: only the names it spells out are listed.
+	c.Tags["debug"] = `{= args.exists(k, k == "debug") || has(args.verbose)}`
+	want := []string{"after", "cpus", "date", "env", "gpus", "level", "mem", "mode", "owner", "region", "report", "shards", "share", "verbose"}
 	if diff := cmp.Diff(want, c.ArgNames()); diff != "" {
 		t.Errorf("ArgNames (-want +got):\n%s", diff)
 	}
@@ -270,5 +273,39 @@ func decodeStrict(t *testing.T, what string, n *yaml.Node, v any) {
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
 		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// TestTemplateErrorPositions checks that a template's mistake is reported at
+// its field, at the byte of the value where it is.
+func TestTemplateErrorPositions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*JobConfig)
+		path   string
+		offset int
+		msg    string
+	}{
+		{"expression syntax in a parameter", func(c *JobConfig) { c.Parameters = map[string]string{"p": `x {= args.env == }`} }, "parameters.p", 18, "Syntax error"},
+		{"unknown variable in the job name", func(c *JobConfig) { c.JobName = "run-{= job.id}" }, "job_name", 8, "unknown name job"},
+		{"expression in a number", func(c *JobConfig) {
+			c.ContainerOverrides = &ContainerOverrides{VCPUs: `{= args.big ? 2 : 0.5}`}
+		}, "container_overrides.vcpus", 13, "no matching overload"},
+		{"misspelt placeholder in a command", func(c *JobConfig) {
+			c.ContainerOverrides = &ContainerOverrides{Command: []string{"run", "--id={corelation_id}"}}
+		}, "container_overrides.command[1]", 6, "did you mean {correlation_id}?"},
+		{"misspelt argument in a tag", func(c *JobConfig) { c.Tags = map[string]string{"team": "{arg.team}"} }, "tags.team", 1, "did you mean {args.team}?"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := JobConfig{JobQueue: "default", JobDefinition: "etl"}
+			tc.edit(&c)
+			var fe *adapters.FieldError
+			if err := c.Validate(); !errors.As(err, &fe) {
+				t.Fatalf("Validate = %v, want a FieldError", err)
+			}
+			if fe.Path != tc.path || fe.Offset != tc.offset || !strings.Contains(fe.Err.Error(), tc.msg) {
+				t.Errorf("got %s at offset %d, want %s at offset %d containing %q", fe, fe.Offset, tc.path, tc.offset, tc.msg)
+			}
+		})
 	}
 }

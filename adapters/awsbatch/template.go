@@ -1,41 +1,132 @@
 package awsbatch
 
 import (
-	"encoding/json"
-	"fmt"
-	"strconv"
+	"context"
+	"errors"
 	"strings"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
-// Placeholder names.
-const (
-	argsPrefix      = "args."
-	phCorrelationID = "correlation_id"
-)
+// scope is what the templates of a job block may use: the tool call's
+// arguments and the correlation ID.
+var scope = expr.Scope{Vars: []string{expr.Args, expr.CorrelationID}}
 
-// A template is a string with {placeholders}: {args.NAME} (a tool argument)
-// and {correlation_id}. Braces that do not enclose a name are literal text.
-type template []segment
-
-// segment is literal text or, when ph is set, a placeholder.
-type segment struct {
-	lit string
-	ph  string
+// parseField parses the template of the field at path; its error is an
+// [adapters.FieldError] pointing inside the value when the position of the
+// mistake is known.
+func parseField(path, v string) (expr.Template, error) {
+	t, err := expr.ParseTemplate(v, scope)
+	if err != nil {
+		return expr.Template{}, fieldError(path, err)
+	}
+	return t, nil
 }
 
-// parseTemplate splits s into literal text and placeholders. A placeholder is
-// "{name}" where name consists of letters, digits and "_.-".
-func parseTemplate(s string) template {
-	var t template
+func fieldError(path string, err error) error {
+	var e *expr.Error
+	if errors.As(err, &e) {
+		return &adapters.FieldError{Path: path, Offset: e.Offset, Err: err}
+	}
+	return &adapters.FieldError{Path: path, Err: err}
+}
+
+// templates are the parsed templates of a job block, by source text, so
+// that a submission renders without parsing.
+type templates map[string]expr.Template
+
+// compileTemplates parses every template of a valid job block.
+func compileTemplates(c *JobConfig) (templates, error) {
+	ts := templates{}
+	for _, s := range c.templates() {
+		if _, ok := ts[s]; ok {
+			continue
+		}
+		t, err := expr.ParseTemplate(s, scope)
+		if err != nil {
+			return nil, err
+		}
+		ts[s] = t
+	}
+	return ts, nil
+}
+
+// render fills the template src for one submission. An absent argument (or
+// an expression giving null) renders as empty text.
+func (ts templates) render(ctx context.Context, src string, v expr.Vars) (string, error) {
+	t, ok := ts[src]
+	if !ok {
+		var err error
+		if t, err = expr.ParseTemplate(src, scope); err != nil {
+			return "", err
+		}
+	}
+	s, _, err := t.Render(ctx, v, expr.Raw, nil)
+	return s, err
+}
+
+// vars are the values the templates of one submission see. Arguments are
+// decoded JSON; integral numbers become int64 (on a copy: the request's map
+// is not changed), so that 3 renders "3" and args.n + 1 type-checks at run
+// time as it reads.
+func vars(req adapters.StartRequest) expr.Vars {
+	args, _ := jsonValue(req.Arguments).(map[string]any)
+	if args == nil {
+		args = map[string]any{}
+	}
+	return expr.Vars{expr.Args: args, expr.CorrelationID: req.CorrelationID}
+}
+
+// jsonValue returns a copy of a decoded JSON value with its numbers
+// converted by [expr.Numbers].
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = jsonValue(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = jsonValue(e)
+		}
+		return l
+	}
+	return expr.Numbers(v)
+}
+
+// Console link placeholders.
+const (
+	phRegion = "region"
+	phJobID  = "job_id"
+)
+
+// consoleLink is a parsed console_url: literal text and the placeholders
+// {region} and {job_id}, which are not template variables of the job block
+// (the link is made for a job that exists, outside any tool call).
+type consoleLink []consoleSeg
+
+// consoleSeg is literal text or, when ph is set, a placeholder.
+type consoleSeg struct {
+	lit, ph string
+}
+
+// parseConsoleLink splits s into text and {name} placeholders (name in
+// letters, digits and "_.-"); other braces are text.
+func parseConsoleLink(s string) consoleLink {
+	var l consoleLink
 	var lit strings.Builder
 	for i := 0; i < len(s); {
 		if s[i] == '{' {
 			if end := strings.IndexByte(s[i:], '}'); end > 1 && isName(s[i+1:i+end]) {
 				if lit.Len() > 0 {
-					t = append(t, segment{lit: lit.String()})
+					l = append(l, consoleSeg{lit: lit.String()})
 					lit.Reset()
 				}
-				t = append(t, segment{ph: s[i+1 : i+end]})
+				l = append(l, consoleSeg{ph: s[i+1 : i+end]})
 				i += end + 1
 				continue
 			}
@@ -44,109 +135,16 @@ func parseTemplate(s string) template {
 		i++
 	}
 	if lit.Len() > 0 {
-		t = append(t, segment{lit: lit.String()})
+		l = append(l, consoleSeg{lit: lit.String()})
 	}
-	return t
+	return l
 }
 
 func isName(s string) bool {
 	for _, r := range s {
-		if !isNameRune(r) {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
 			return false
 		}
 	}
 	return s != ""
-}
-
-func isNameRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
-}
-
-// placeholders lists the template's placeholder names in order.
-func (t template) placeholders() []string {
-	var names []string
-	for _, seg := range t {
-		if seg.ph != "" {
-			names = append(names, seg.ph)
-		}
-	}
-	return names
-}
-
-// hasPlaceholders reports whether the template uses any placeholder.
-func (t template) hasPlaceholders() bool { return len(t.placeholders()) > 0 }
-
-// check reports the first placeholder that is not {args.NAME} or
-// {correlation_id}.
-func (t template) check() error {
-	for _, name := range t.placeholders() {
-		if name == phCorrelationID {
-			continue
-		}
-		arg, ok := strings.CutPrefix(name, argsPrefix)
-		if !ok {
-			return fmt.Errorf("unknown placeholder {%s} (use {args.NAME} or {correlation_id})", name)
-		}
-		if arg == "" || strings.Contains(arg, ".") {
-			return fmt.Errorf("placeholder {%s} has an invalid argument name", name)
-		}
-	}
-	return nil
-}
-
-// values are what placeholders stand for when a job is submitted.
-type values struct {
-	args          map[string]any
-	correlationID string
-}
-
-// render fills the placeholders. An argument that is absent renders as empty
-// text; strings render as themselves, numbers in their shortest form, and
-// objects and arrays as JSON.
-func (t template) render(v values) string {
-	var b strings.Builder
-	for _, seg := range t {
-		switch {
-		case seg.ph == "":
-			b.WriteString(seg.lit)
-		case seg.ph == phCorrelationID:
-			b.WriteString(v.correlationID)
-		default:
-			b.WriteString(argText(v.args[strings.TrimPrefix(seg.ph, argsPrefix)]))
-		}
-	}
-	return b.String()
-}
-
-func argText(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case bool:
-		return strconv.FormatBool(v)
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	case json.Number:
-		return v.String()
-	case int:
-		return strconv.Itoa(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}
-
-// argNames adds the NAME of each {args.NAME} in t to seen.
-func (t template) argNames(seen map[string]bool) {
-	for _, name := range t.placeholders() {
-		if arg, ok := strings.CutPrefix(name, argsPrefix); ok {
-			seen[arg] = true
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // BackendConfig is a `type: github_actions` backend in the catalog: which
@@ -71,10 +72,16 @@ type AppConfig struct {
 // JobConfig is a tool's `job:` block on a github_actions backend: which
 // workflow to dispatch and how the tool's arguments become its inputs.
 //
-// Templates: ref and input values may contain {args.NAME} (a tool argument);
-// input values may also contain {correlation_id}. An input whose value is
-// exactly one placeholder of an argument the caller left out is not sent, so
-// the workflow's default applies. Non-string arguments are sent as JSON text
+// Templates: ref and input values are templates of package
+// [github.com/jobbridge/jobbridge/adapters/expr]. They may contain
+// {args.NAME} (a tool argument) and {= EXPR}, a CEL expression over args such
+// as {= args.env == "prod" ? "main" : args.branch} or
+// {= shell_quote(args.cmd)}; input values may also use correlation_id. A
+// workflow expression such as ${{ inputs.x }} is text and passes through.
+// An input whose value is exactly one placeholder of an argument the caller
+// left out (or one expression giving null) is not sent, so the workflow's
+// default applies. Non-string values are sent as text: numbers in their
+// shortest form, booleans as true/false, lists and maps as JSON
 // (workflow_dispatch inputs are strings).
 type JobConfig struct {
 	// Owner and Repo name the repository.
@@ -206,7 +213,8 @@ func (c *JobConfig) SetDefaults() {
 }
 
 // Validate reports every problem in the job block, joined, each as an
-// [adapters.FieldError] whose path is relative to the block.
+// [adapters.FieldError] whose path is relative to the block; a template's
+// mistake carries the 1-based byte Offset of it in the field's value.
 func (c *JobConfig) Validate() error {
 	var errs []error
 	for _, f := range []struct{ path, v string }{{"owner", c.Owner}, {"repo", c.Repo}} {
@@ -219,8 +227,8 @@ func (c *JobConfig) Validate() error {
 	}
 	if strings.TrimSpace(c.Ref) == "" {
 		errs = append(errs, adapters.Fieldf("ref", "required: the branch or tag to run the workflow on"))
-	} else if err := parseTemplate(c.Ref).check(false); err != nil {
-		errs = append(errs, adapters.Fieldf("ref", "%v", err))
+	} else if _, err := parseField("ref", c.Ref, refScope); err != nil {
+		errs = append(errs, err)
 	}
 	n := len(c.Inputs)
 	if c.CorrelationInput != "" {
@@ -239,8 +247,8 @@ func (c *JobConfig) Validate() error {
 		if !validInputName(name) {
 			errs = append(errs, adapters.Fieldf("inputs."+name, "%q is not a valid workflow input name", name))
 		}
-		if err := parseTemplate(c.Inputs[name]).check(true); err != nil {
-			errs = append(errs, adapters.Fieldf("inputs."+name, "%v", err))
+		if _, err := parseField("inputs."+name, c.Inputs[name], inputScope); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.ForceCancelAfter < 0 {
@@ -252,20 +260,28 @@ func (c *JobConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ArgNames lists the tool arguments the job's templates use, sorted, so that
-// the catalog can check them against the tool's input schema.
+// ArgNames lists the tool arguments the job's templates read, sorted, as
+// {args.NAME} placeholders and in expressions (args.NAME, args["NAME"]), so
+// that the catalog can check them against the tool's input schema. An
+// expression that reads arguments by computed names (args[k],
+// args.map(...)) may read others as well: those cannot be known before a
+// call and are not listed. Templates that do not parse are skipped
+// (Validate reports them).
 func (c *JobConfig) ArgNames() []string {
 	seen := map[string]bool{}
-	add := func(t template) {
-		for _, seg := range t {
-			if name, ok := strings.CutPrefix(seg.ph, argsPrefix); ok {
-				seen[name] = true
-			}
+	add := func(s string, scope expr.Scope) {
+		t, err := expr.ParseTemplate(s, scope)
+		if err != nil {
+			return
+		}
+		names, _ := t.ArgNames()
+		for _, n := range names {
+			seen[n] = true
 		}
 	}
-	add(parseTemplate(c.Ref))
+	add(c.Ref, refScope)
 	for _, v := range c.Inputs {
-		add(parseTemplate(v))
+		add(v, inputScope)
 	}
 	return sortedKeys(seen)
 }

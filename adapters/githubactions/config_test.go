@@ -1,6 +1,7 @@
 package githubactions
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // fieldErrors flattens a joined Validate error into "path: message" lines.
@@ -114,9 +116,15 @@ func TestJobConfigValidate(t *testing.T) {
 			c.Ref = "{correlation_id}"
 			c.Inputs = map[string]string{"a": "{job.id}", "b": "{args.x.y}"}
 		}, want: []string{
-			"ref: {correlation_id} is not available here",
-			"inputs.a: unknown placeholder {job.id} (use {args.NAME} or {correlation_id})",
-			"inputs.b: unknown placeholder {args.x.y} (use {args.NAME} or {correlation_id})"}},
+			"ref: placeholder {correlation_id} cannot be filled here: the ref names a branch or tag; only inputs may carry the correlation ID",
+			"inputs.a: unknown placeholder {job.id} (known here: {args.NAME}, {correlation_id})",
+			"inputs.b: placeholder {args.x.y} has an invalid argument name"}},
+		{name: "misspelt placeholders", edit: func(c *JobConfig) {
+			c.Ref = "{arg.branch}"
+			c.Inputs = map[string]string{"a": "for {corelation_id}"}
+		}, want: []string{
+			"ref: unknown placeholder {arg.branch} (did you mean {args.branch}?)",
+			"inputs.a: unknown placeholder {corelation_id} (did you mean {correlation_id}?)"}},
 		{name: "too many inputs", edit: func(c *JobConfig) { c.Inputs, c.CorrelationInput = many, "corr" }, want: []string{
 			"inputs: 26 inputs (correlation input included); a workflow_dispatch takes at most 25"}},
 		{name: "correlation input clash", edit: func(c *JobConfig) {
@@ -147,24 +155,32 @@ func TestJobConfigValidate(t *testing.T) {
 func TestJobConfigDefaultsAndArgNames(t *testing.T) {
 	c := validJob()
 	c.Ref = "{args.branch}"
-	c.Inputs = map[string]string{"v": "{args.version}", "n": "note for {args.branch} ${{ github.actor }}", "c": "{correlation_id}"}
+	c.Inputs = map[string]string{"v": "{args.version}", "n": "note for {args.branch} ${{ github.actor }}", "c": "{correlation_id}",
+		"p": `{= args.env == "prod" ? args["region"] : "none"}`,
+		// Reads every argument: only the names it spells out are listed.
+		"all": `{= args.exists(k, k == "debug") || has(args.verbose)}`}
 	c.SetDefaults()
 	if c.ForceCancelAfter != 2*time.Minute || c.LogTailLines == nil || *c.LogTailLines != 200 {
 		t.Errorf("SetDefaults: force_cancel_after %v, log_tail_lines %v", c.ForceCancelAfter, c.LogTailLines)
 	}
-	if diff := cmp.Diff([]string{"branch", "version"}, c.ArgNames()); diff != "" {
+	if diff := cmp.Diff([]string{"branch", "env", "region", "verbose", "version"}, c.ArgNames()); diff != "" {
 		t.Errorf("ArgNames (-want +got):\n%s", diff)
 	}
 }
 
 func TestTemplateRender(t *testing.T) {
-	args := map[string]any{"s": "text", "n": 3.5, "b": true, "o": map[string]any{"k": 1}}
+	args := map[string]any{"s": "text", "n": 3.5, "i": 3.0, "b": true, "o": map[string]any{"k": 1.0}, "env": "prod"}
 	tests := []struct {
 		tmpl, want string
 		missing    bool
 	}{
 		{"{args.s}", "text", false},
 		{"{args.n}", "3.5", false},
+		{"{args.i}", "3", false},
+		{"{= args.i + 1}", "4", false},
+		{`{= args.env == "prod" ? "high" : "low"}`, "high", false},
+		{`{= has(args.absent) ? args.absent : null}`, "", true},
+		{`{= shell_quote(args.s + " $(id)")} now`, `'text $(id)' now`, false},
 		{"{args.b}", "true", false},
 		{"{args.o}", `{"k":1}`, false},
 		{"{args.absent}", "", true},
@@ -173,10 +189,17 @@ func TestTemplateRender(t *testing.T) {
 		{"${{ inputs.x }} {args.s}", "${{ inputs.x }} text", false},
 	}
 	for _, tt := range tests {
-		got, missing, err := parseTemplate(tt.tmpl).render(args, "corr")
+		tmpl, err := parseField("inputs.x", tt.tmpl, inputScope)
+		if err != nil {
+			t.Fatalf("parse %q: %v", tt.tmpl, err)
+		}
+		got, missing, err := tmpl.Render(context.Background(), vars(adapters.StartRequest{Arguments: args, CorrelationID: "corr"}), expr.Raw, nil)
 		if err != nil || got != tt.want || missing != tt.missing {
 			t.Errorf("render(%q) = %q, missing %v, %v; want %q, %v", tt.tmpl, got, missing, err, tt.want, tt.missing)
 		}
+	}
+	if n := args["i"]; n != 3.0 {
+		t.Errorf("rendering changed the caller's arguments: i = %#v", n)
 	}
 }
 

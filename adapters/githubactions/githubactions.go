@@ -92,6 +92,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // Tuning constants.
@@ -175,13 +176,13 @@ type tool struct {
 	name       string
 	cfg        JobConfig
 	workflowID int64 // when the workflow is given by ID
-	ref        template
+	ref        expr.Template
 	inputs     []input
 }
 
 type input struct {
 	name string
-	t    template
+	t    expr.Template
 }
 
 // refData is the adapter-owned part of a JobRef.
@@ -346,12 +347,20 @@ func compileTool(name string, cfg JobConfig) (*tool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &tool{name: name, cfg: cfg, ref: parseTemplate(cfg.Ref)}
+	ref, err := parseField("ref", cfg.Ref, refScope)
+	if err != nil {
+		return nil, err
+	}
+	t := &tool{name: name, cfg: cfg, ref: ref}
 	if id, err := strconv.ParseInt(cfg.Workflow, 10, 64); err == nil {
 		t.workflowID = id
 	}
 	for _, k := range sortedKeys(cfg.Inputs) {
-		t.inputs = append(t.inputs, input{name: k, t: parseTemplate(cfg.Inputs[k])})
+		in, err := parseField("inputs."+k, cfg.Inputs[k], inputScope)
+		if err != nil {
+			return nil, err
+		}
+		t.inputs = append(t.inputs, input{name: k, t: in})
 	}
 	return t, nil
 }
@@ -375,7 +384,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	fail := func(err error) (adapters.JobRef, error) {
 		return adapters.JobRef{}, fmt.Errorf("dispatching workflow %s of %s/%s: %w", t.cfg.Workflow, t.cfg.Owner, t.cfg.Repo, err)
 	}
-	body, err := t.dispatchBody(req)
+	body, err := t.dispatchBody(ctx, req)
 	if err != nil {
 		return fail(err)
 	}
@@ -419,9 +428,10 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 }
 
 // dispatchBody renders the dispatch's ref and inputs.
-func (t *tool) dispatchBody(req adapters.StartRequest) (github.CreateWorkflowDispatchEventRequest, error) {
+func (t *tool) dispatchBody(ctx context.Context, req adapters.StartRequest) (github.CreateWorkflowDispatchEventRequest, error) {
 	var body github.CreateWorkflowDispatchEventRequest
-	ref, missing, err := t.ref.render(req.Arguments, req.CorrelationID)
+	v := vars(req)
+	ref, missing, err := t.ref.Render(ctx, v, expr.Raw, nil)
 	if err != nil {
 		return body, fmt.Errorf("rendering ref: %w", err)
 	}
@@ -431,12 +441,12 @@ func (t *tool) dispatchBody(req adapters.StartRequest) (github.CreateWorkflowDis
 	body.Ref = ref
 	body.Inputs = map[string]any{}
 	for _, in := range t.inputs {
-		v, missing, err := in.t.render(req.Arguments, req.CorrelationID)
+		s, missing, err := in.t.Render(ctx, v, expr.Raw, nil)
 		if err != nil {
 			return body, fmt.Errorf("rendering input %s: %w", in.name, err)
 		}
 		if !missing {
-			body.Inputs[in.name] = v
+			body.Inputs[in.name] = s
 		}
 	}
 	if ci := t.cfg.CorrelationInput; ci != "" {

@@ -255,3 +255,81 @@ func TestStartMissingArgument(t *testing.T) {
 		t.Errorf("Start without the ref's argument: %v, %d requests; want a refusal without requests", err, f.gh.Requests()-before)
 	}
 }
+
+// TestStartRendersExpressions checks {= ...} expressions in a tool's ref
+// and inputs: each input carries its expression's value as text, and an
+// input whose expression gives null is left out so the workflow's default
+// applies.
+func TestStartRendersExpressions(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	a := f.adapter(func(_ *BackendConfig, tools map[string]JobConfig) {
+		c := tools["succeeds"]
+		c.Ref = `{= has(args.branch) ? args.branch : "main"}`
+		c.Inputs = map[string]string{
+			"priority": `{= args.env == "prod" ? "high" : "low"}`,
+			"replicas": "{= args.replicas * 2}",
+			"command":  "run {= shell_quote(args.target)}",
+			"note":     `{= has(args.note) ? args.note : null}`,
+		}
+		tools["succeeds"] = c
+	})
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want map[string]string
+	}{
+		{"prod", map[string]any{"env": "prod", "replicas": 3.0, "target": "a b", "note": "n"},
+			map[string]string{"priority": "high", "replicas": "6", "command": "run 'a b'", "note": "n"}},
+		{"staging without a note", map[string]any{"env": "staging", "replicas": 1.0, "target": "$(id)", "branch": "dev"},
+			map[string]string{"priority": "low", "replicas": "2", "command": "run '$(id)'"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			corr := "corr-expr-" + strings.ReplaceAll(tc.name, " ", "-")
+			ref := f.start(a, "succeeds", tc.args, corr)
+			tc.want["correlation_id"] = corr
+			if diff := cmp.Diff(tc.want, f.gh.Inputs(runID(t, ref))); diff != "" {
+				t.Errorf("dispatch inputs (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// An expression that fails on the call's arguments dispatches nothing.
+	before := f.gh.Dispatched()
+	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "succeeds", Arguments: map[string]any{"env": "prod", "target": "x"}, CorrelationID: "corr-expr-bad"})
+	if err == nil || !strings.Contains(err.Error(), "rendering input replicas") {
+		t.Errorf("Start with replicas missing: %v, want an error naming input replicas", err)
+	}
+	if f.gh.Dispatched() != before {
+		t.Errorf("a failed rendering dispatched a run")
+	}
+}
+
+// TestTemplateErrorPositions checks that a template's mistake is reported at
+// its field, at the byte of the value where it is.
+func TestTemplateErrorPositions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*JobConfig)
+		path   string
+		offset int
+		msg    string
+	}{
+		{"expression syntax in an input", func(c *JobConfig) { c.Inputs = map[string]string{"p": `x {= args.env == }`} }, "inputs.p", 18, "Syntax error"},
+		{"unknown variable in the ref", func(c *JobConfig) { c.Ref = "{= job.id}" }, "ref", 4, "unknown name job"},
+		{"correlation ID in the ref", func(c *JobConfig) { c.Ref = `{= correlation_id + "x"}` }, "ref", 4, "correlation_id is not available here"},
+		{"misspelt placeholder", func(c *JobConfig) { c.Inputs = map[string]string{"p": "v-{arg.version}"} }, "inputs.p", 3, "did you mean {args.version}?"},
+		{"unterminated expression", func(c *JobConfig) { c.Inputs = map[string]string{"p": "{= args.a"} }, "inputs.p", 1, "unterminated {= expression"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validJob()
+			tc.edit(&c)
+			var fe *adapters.FieldError
+			if err := c.Validate(); !errors.As(err, &fe) {
+				t.Fatalf("Validate = %v, want a FieldError", err)
+			}
+			if fe.Path != tc.path || fe.Offset != tc.offset || !strings.Contains(fe.Err.Error(), tc.msg) {
+				t.Errorf("got %s at offset %d, want %s at offset %d containing %q", fe, fe.Offset, tc.path, tc.offset, tc.msg)
+			}
+		})
+	}
+}

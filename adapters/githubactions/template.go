@@ -1,110 +1,67 @@
 package githubactions
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
+
+	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
-// Placeholder names.
-const (
-	argsPrefix      = "args."
-	phCorrelationID = "correlation_id"
+// The scopes of the job block's templates: workflow inputs see the tool
+// call's arguments and the correlation ID, the ref only the arguments.
+var (
+	inputScope = expr.Scope{Vars: []string{expr.Args, expr.CorrelationID}}
+	refScope   = expr.Scope{
+		Vars:    []string{expr.Args},
+		Missing: map[string]string{expr.CorrelationID: "the ref names a branch or tag; only inputs may carry the correlation ID"},
+	}
 )
 
-// template is a parsed ref or input value: literal text and {placeholders}.
-type template []segment
-
-// segment is literal text or, when ph is set, a placeholder.
-type segment struct {
-	lit string
-	ph  string
+// parseField parses the template of the field at path in scope; its error
+// is an [adapters.FieldError] pointing inside the value when the position
+// of the mistake is known.
+func parseField(path, v string, scope expr.Scope) (expr.Template, error) {
+	t, err := expr.ParseTemplate(v, scope)
+	if err != nil {
+		var e *expr.Error
+		if errors.As(err, &e) {
+			return expr.Template{}, &adapters.FieldError{Path: path, Offset: e.Offset, Err: err}
+		}
+		return expr.Template{}, &adapters.FieldError{Path: path, Err: err}
+	}
+	return t, nil
 }
 
-// parseTemplate splits s into text and placeholders. A placeholder is "{name}"
-// where name consists of letters, digits and "_.-"; other braces are text
-// (so a workflow expression such as ${{ ... }} passes through).
-func parseTemplate(s string) template {
-	var t template
-	var lit strings.Builder
-	for i := 0; i < len(s); {
-		if s[i] == '{' {
-			if end := strings.IndexByte(s[i:], '}'); end > 1 && isName(s[i+1:i+end]) && (i == 0 || s[i-1] != '$' && s[i-1] != '{') {
-				if lit.Len() > 0 {
-					t = append(t, segment{lit: lit.String()})
-					lit.Reset()
-				}
-				t = append(t, segment{ph: s[i+1 : i+end]})
-				i += end + 1
-				continue
-			}
-		}
-		lit.WriteByte(s[i])
-		i++
+// vars are the values the templates of one dispatch see. Arguments are
+// decoded JSON; integral numbers become int64 (on a copy: the request's map
+// is not changed), so that 3 renders "3" and args.n + 1 works as it reads.
+func vars(req adapters.StartRequest) expr.Vars {
+	args, _ := jsonValue(req.Arguments).(map[string]any)
+	if args == nil {
+		args = map[string]any{}
 	}
-	if lit.Len() > 0 {
-		t = append(t, segment{lit: lit.String()})
-	}
-	return t
+	return expr.Vars{expr.Args: args, expr.CorrelationID: req.CorrelationID}
 }
 
-// check reports unknown placeholders; {correlation_id} is allowed only with
-// correlation set.
-func (t template) check(correlation bool) error {
-	var errs []error
-	for _, seg := range t {
-		switch {
-		case seg.ph == "":
-		case strings.HasPrefix(seg.ph, argsPrefix) && validArgName(strings.TrimPrefix(seg.ph, argsPrefix)):
-		case seg.ph == phCorrelationID && correlation:
-		case seg.ph == phCorrelationID:
-			errs = append(errs, errors.New("{correlation_id} is not available here"))
-		default:
-			errs = append(errs, fmt.Errorf("unknown placeholder {%s} (use {args.NAME} or {correlation_id})", seg.ph))
+// jsonValue returns a copy of a decoded JSON value with its numbers
+// converted by [expr.Numbers].
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = jsonValue(e)
 		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = jsonValue(e)
+		}
+		return l
 	}
-	return errors.Join(errs...)
-}
-
-// render fills the template. missing is true when the template is exactly
-// one placeholder of an argument the caller left out; inside a longer
-// template an absent argument renders as "".
-func (t template) render(args map[string]any, correlationID string) (s string, missing bool, err error) {
-	lookup := func(ph string) (string, bool, error) {
-		if ph == phCorrelationID {
-			return correlationID, true, nil
-		}
-		v, ok := args[strings.TrimPrefix(ph, argsPrefix)]
-		if !ok || v == nil {
-			return "", false, nil
-		}
-		if s, isString := v.(string); isString {
-			return s, true, nil
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return "", false, fmt.Errorf("formatting argument %s: %w", strings.TrimPrefix(ph, argsPrefix), err)
-		}
-		return string(b), true, nil
-	}
-	if len(t) == 1 && t[0].ph != "" {
-		v, ok, err := lookup(t[0].ph)
-		return v, !ok && err == nil, err
-	}
-	var b strings.Builder
-	for _, seg := range t {
-		if seg.ph == "" {
-			b.WriteString(seg.lit)
-			continue
-		}
-		v, _, err := lookup(seg.ph)
-		if err != nil {
-			return "", false, err
-		}
-		b.WriteString(v)
-	}
-	return b.String(), false, nil
+	return expr.Numbers(v)
 }
 
 // envRef returns NAME when s is exactly one ${NAME} reference.
@@ -123,17 +80,4 @@ func envRef(s string) (string, bool) {
 		}
 	}
 	return name, true
-}
-
-func isName(s string) bool {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return s != ""
-}
-
-func validArgName(s string) bool {
-	return isName(s) && !strings.Contains(s, ".")
 }

@@ -7,11 +7,11 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // BackendConfig is a `type: rest` backend in the catalog: where the job API
@@ -61,19 +61,31 @@ type BackendConfig struct {
 	// IPv4-mapped forms. The check applies to the address actually dialled,
 	// after name resolution. Default: none (public addresses only).
 	AllowNetworks []string `yaml:"allow_networks"`
+	// OAuth2, when set, makes the adapter send an OAuth 2.0 access token
+	// obtained with the client credentials grant; see [OAuth2Config].
+	OAuth2 *OAuth2Config `yaml:"oauth2"`
 }
 
 // JobConfig is a tool's `job:` block on a rest backend: the calls that start,
 // observe, cancel and answer a job.
 //
-// Templates. Path, query and header values may contain placeholders in braces:
-// {args.NAME} (a tool argument), {job.id} (the job ID), {job.location} (the
-// Location the start call returned) and {correlation_id}. A placeholder in a
-// path is path-escaped as one segment, in a query value query-escaped. In a
-// body, a string leaf that is exactly one placeholder is replaced by the value
-// with its JSON type kept ({args.count} stays a number); placeholders inside a
-// longer string are interpolated as text. In a respond body, {answers} is the
-// map of answers by key, each {"action": ..., "content": {...}}.
+// Templates. Path, query, header and body values may contain placeholders in
+// braces: {args.NAME} (a tool argument), {job.id} (the job ID),
+// {job.location} (the Location the start call returned), {correlation_id},
+// and {= EXPR}, a CEL expression over the same names (see package
+// adapters/expr), e.g. {= shell_quote(args.branch)}. A placeholder in a path
+// is path-escaped as one segment, in a query value query-escaped. In a body,
+// a string leaf that is exactly one placeholder or expression is replaced by
+// the value with its JSON type kept ({args.count} stays a number);
+// placeholders inside a longer string are interpolated as text. In a respond
+// body, {answers} is the map of answers by key, each {"action": ...,
+// "content": {...}}.
+//
+// Readings. Every field that reads an answer (job_id.field, status.field,
+// status.message, ..., find.field) is a JSON path in gjson syntax or, when
+// it starts with "=", a CEL expression over body (the answer's JSON),
+// status (its HTTP status), headers (lower-case names), args, job and
+// correlation_id.
 type JobConfig struct {
 	// Start submits the job. Method defaults to POST.
 	Start Call `yaml:"start"`
@@ -104,33 +116,84 @@ type Call struct {
 	// Body is built as structured data (a YAML mapping or list) and sent as
 	// JSON; it is never a string template.
 	Body any `yaml:"body"`
+	// Outcomes say what answers mean, checked in order before the
+	// defaults; the first rule that matches decides.
+	Outcomes []Outcome `yaml:"outcomes"`
+}
+
+// Outcome is one answer classification rule of a call:
+//
+//	outcomes:
+//	  - status: [500]
+//	    when: 'body.errors.exists(e, e.error_number == 2017)'
+//	    is: not_found
+//	    message: '= body.errors[0].error'
+type Outcome struct {
+	// Status lists the HTTP statuses the rule applies to; empty: any.
+	Status []int `yaml:"status"`
+	// When is a CEL condition over body, status and headers (and the
+	// call's values); empty: always. A condition that reads a field the
+	// answer does not have is false.
+	When string `yaml:"when"`
+	// Is is what the answer means; which meanings a call accepts is listed
+	// per call in the package documentation.
+	Is string `yaml:"is"`
+	// Message, a JSON path or "=" expression, is the text shown for a
+	// refusal or an error; default: the answer's own message field.
+	Message string `yaml:"message"`
 }
 
 // JobIDConfig locates the job ID in the start response.
 type JobIDConfig struct {
 	// Field is a JSON path (gjson syntax, e.g. "id" or "job.id") into the
-	// response body.
+	// response body, or an "=" expression.
 	Field string `yaml:"field"`
 	// FromLocation takes the job ID from the last path segment of the
 	// Location header, and makes {job.location} available to later calls.
 	FromLocation bool `yaml:"from_location"`
+	// Queue, when set, says that the start answer names a queue item or an
+	// operation, not the job: the adapter asks it until the job's own ID
+	// appears.
+	Queue *QueueConfig `yaml:"queue"`
+}
+
+// QueueConfig follows a queue item (Jenkins' /queue/item/N/, a long-running
+// operation) until it names the job. Its call is a GET about the queue item:
+// {job.id} and {job.location} are the queue item's.
+type QueueConfig struct {
+	Call `yaml:",inline"`
+	// Field reads the job's ID from the queue answer; absent or null means
+	// the job is still queued.
+	Field string `yaml:"field"`
+	// Message reads why the job is still queued (Jenkins' "why"), shown
+	// after "queued at the backend".
+	Message string `yaml:"message"`
+	// Timeout is how long a job may stay queued before the task fails,
+	// saying so. Default 1h.
+	Timeout time.Duration `yaml:"timeout"`
+	// Cancel, when set, removes the queue item (e.g. Jenkins' POST
+	// /queue/cancelItem?id={job.id}); without it a cancel of a queued job
+	// is refused and tried again once the job has started.
+	Cancel *Call `yaml:"cancel"`
 }
 
 // StatusConfig is the status call and how to read its answer.
 type StatusConfig struct {
 	Call `yaml:",inline"`
-	// Field is the JSON path of the status value, e.g. "status".
+	// Field reads the status value, e.g. "status", or
+	// '= body.building ? "BUILDING" : body.result'. The value is looked up
+	// in States.
 	Field string `yaml:"field"`
 	// States maps status values to adapter states: working, input_required,
 	// succeeded, tool_error, cancelled, failed. A value not in the table keeps
 	// the task working, with the raw value in the status message, and is
 	// logged as a warning.
 	States map[string]string `yaml:"states"`
-	// Message is the JSON path of a human-readable status message.
+	// Message reads a human-readable status message.
 	Message string `yaml:"message"`
-	// FinishedAt is the JSON path of the time (RFC 3339) the job finished,
-	// read for finished jobs. It lets the bridge tell a job that failed
-	// before a cancel took effect from one the cancel stopped.
+	// FinishedAt reads the time (RFC 3339) the job finished, read for
+	// finished jobs. It lets the bridge tell a job that failed before a
+	// cancel took effect from one the cancel stopped.
 	FinishedAt string `yaml:"finished_at"`
 	// Progress locates progress counters.
 	Progress *ProgressConfig `yaml:"progress"`
@@ -138,9 +201,9 @@ type StatusConfig struct {
 	Result *ResultConfig `yaml:"result"`
 	// Error locates a protocol-level error for the failed state.
 	Error *ErrorConfig `yaml:"error"`
-	// InputRequests is the JSON path of the job's outstanding questions: an
-	// array of objects {"key", "message", "schema"} where schema is an
-	// elicitation requestedSchema.
+	// InputRequests reads the job's outstanding questions: an array of
+	// objects {"key", "message", "schema"} where schema is an elicitation
+	// requestedSchema.
 	InputRequests string `yaml:"input_requests"`
 	// Links are titled URL templates added to the task's result; they may use
 	// the same placeholders as paths, plus {base_url}.
@@ -155,9 +218,9 @@ type ProgressConfig struct {
 
 // ResultConfig locates a finished job's output in the status answer.
 type ResultConfig struct {
-	// Text is the JSON path of a text summary.
+	// Text reads a text summary.
 	Text string `yaml:"text"`
-	// Structured is the JSON path of an object returned as structured content.
+	// Structured reads an object returned as structured content.
 	Structured string `yaml:"structured"`
 }
 
@@ -170,8 +233,10 @@ type ErrorConfig struct {
 // FindConfig is a lookup by correlation ID.
 type FindConfig struct {
 	Call `yaml:",inline"`
-	// Field is the JSON path of the found job's ID in the answer; absent or
-	// empty means no job carries the correlation ID.
+	// Field reads the found job's ID: a string or number, or a list of IDs
+	// (an expression searching a list answer). Absent, null, empty or an
+	// empty list means no job carries the correlation ID; a list of more
+	// than one is an error (the bridge cannot tell which job is the task's).
 	Field string `yaml:"field"`
 }
 
@@ -181,6 +246,7 @@ const (
 	defaultMaxRetries = 3
 	defaultListingLag = time.Minute
 	maxMaxRetries     = 10
+	defaultQueueWait  = time.Hour
 )
 
 // SetDefaults fills the fields the operator left out: a 10s timeout, 3
@@ -201,8 +267,8 @@ func (c *BackendConfig) SetDefaults() {
 
 // Validate reports every problem in the backend block, joined, each as an
 // [adapters.FieldError] whose path is relative to the block. It may be called
-// before or after SetDefaults. Header values are secrets and never appear in
-// its errors.
+// before or after SetDefaults. Header values may hold secrets and never
+// appear in its errors.
 func (c *BackendConfig) Validate() error {
 	var errs []error
 	if err := checkBaseURL(c.BaseURL); err != nil {
@@ -210,8 +276,8 @@ func (c *BackendConfig) Validate() error {
 	}
 	for _, name := range sortedKeys(c.Headers) {
 		errs = append(errs, checkHeader("headers."+name, name, c.Headers[name])...)
-		if ph := parseTemplate(c.Headers[name], true).placeholders(); len(ph) > 0 {
-			errs = append(errs, adapters.Fieldf("headers."+name, "backend headers take no placeholders ({%s}); use a call's headers", ph[0]))
+		if _, err := expr.ParseTemplate(c.Headers[name], backendHeaderScope); err != nil {
+			errs = append(errs, fieldErr("headers."+name, fmt.Errorf("%w; backend headers take only ${NAME} and ${file:PATH}: use a call's headers for placeholders", err)))
 		}
 	}
 	if c.Timeout < 0 {
@@ -231,6 +297,9 @@ func (c *BackendConfig) Validate() error {
 			errs = append(errs, adapters.Fieldf(fmt.Sprintf("allow_networks[%d]", i), "%v", err))
 		}
 	}
+	if c.OAuth2 != nil {
+		errs = append(errs, prefixFields("oauth2.", c.OAuth2.Validate()))
+	}
 	return errors.Join(errs...)
 }
 
@@ -248,6 +317,15 @@ func (c *JobConfig) SetDefaults() {
 	if c.Find != nil {
 		setMethod(&c.Find.Call, http.MethodGet)
 	}
+	if q := c.JobID.Queue; q != nil {
+		setMethod(&q.Call, http.MethodGet)
+		if q.Cancel != nil {
+			setMethod(q.Cancel, http.MethodPost)
+		}
+		if q.Timeout == 0 {
+			q.Timeout = defaultQueueWait
+		}
+	}
 }
 
 func setMethod(c *Call, def string) {
@@ -259,320 +337,32 @@ func setMethod(c *Call, def string) {
 
 // Validate reports every problem in the job block, joined, each as an
 // [adapters.FieldError] whose path is relative to the block (for example
-// "start.path" or "status.states.RUNNING"). It may be called before or after
-// SetDefaults. It does not check {args.NAME} against the tool's input schema;
-// see [JobConfig.ArgNames].
+// "start.path" or "status.states.RUNNING"), with the position of a mistake
+// inside an expression. It may be called before or after SetDefaults. It
+// does not check {args.NAME} against the tool's input schema; see
+// [JobConfig.ArgNames].
 func (c *JobConfig) Validate() error {
-	var errs []error
-	add := func(e ...error) { errs = append(errs, e...) }
-
-	after := scope{job: true, location: c.JobID.FromLocation}
-	add(checkCall("start", &c.Start, scope{}, anyMethod)...)
-
-	switch {
-	case c.JobID.Field == "" && !c.JobID.FromLocation:
-		add(adapters.Fieldf("job_id", "set either field or from_location"))
-	case c.JobID.Field != "" && c.JobID.FromLocation:
-		add(adapters.Fieldf("job_id", "set only one of field and from_location"))
-	}
-
-	add(checkCall("status", &c.Status.Call, after, getOnly)...)
-	add(checkStatus(&c.Status, after)...)
-	add(c.checkJSONPaths()...)
-
-	if c.Cancel != nil {
-		add(checkCall("cancel", c.Cancel, after, anyMethod)...)
-	}
-	if c.Respond != nil {
-		respond := after
-		respond.answers = true
-		add(checkCall("respond", c.Respond, respond, anyMethod)...)
-	}
-	if c.Find != nil {
-		add(checkCall("find", &c.Find.Call, scope{noArgs: true}, getOnly)...)
-		if c.Find.Field == "" {
-			add(adapters.Fieldf("find.field", "required"))
-		}
-		if c.JobID.FromLocation {
-			// A job found by correlation ID has an ID but no Location.
-			for _, p := range c.laterCalls() {
-				if strings.Contains(p.call.Path, "{job.location}") && checkPath(p.call.Path, after) == nil {
-					add(adapters.Fieldf(p.name+".path", "uses {job.location}, which a job recovered through find does not have; use {job.id}"))
-				}
-			}
-		}
-	}
+	cfg := *c
+	cfg.SetDefaults()
+	_, errs := compileJob("", &cfg)
 	return errors.Join(errs...)
 }
 
-// ArgNames returns the sorted names NAME of the {args.NAME} placeholders the
-// job block uses, so that the catalog can check them against the tool's input
-// schema.
+// ArgNames returns the sorted names NAME of the arguments the job block
+// reads, as {args.NAME} or in expressions, so that the catalog can check
+// them against the tool's input schema.
 func (c *JobConfig) ArgNames() []string {
-	seen := map[string]bool{}
-	for _, p := range c.allCalls() {
-		for _, ph := range callPlaceholders(p.call) {
-			if name, ok := strings.CutPrefix(ph, argsPrefix); ok {
-				seen[name] = true
-			}
-		}
+	cfg := *c
+	cfg.SetDefaults()
+	t, _ := compileJob("", &cfg)
+	if t == nil {
+		return nil
 	}
-	for _, l := range c.Status.Links {
-		for _, ph := range parseTemplate(l, false).placeholders() {
-			if name, ok := strings.CutPrefix(ph, argsPrefix); ok {
-				seen[name] = true
-			}
-		}
+	seen := map[string]bool{}
+	for _, n := range t.argNames {
+		seen[n] = true
 	}
 	return sortedKeys(seen)
-}
-
-type namedCall struct {
-	name string
-	call *Call
-}
-
-// allCalls lists the job's calls with their block names.
-func (c *JobConfig) allCalls() []namedCall {
-	calls := []namedCall{{"start", &c.Start}}
-	calls = append(calls, c.laterCalls()...)
-	if c.Find != nil {
-		calls = append(calls, namedCall{"find", &c.Find.Call})
-	}
-	return calls
-}
-
-// laterCalls lists the calls made about a job that exists.
-func (c *JobConfig) laterCalls() []namedCall {
-	calls := []namedCall{{"status", &c.Status.Call}}
-	if c.Cancel != nil {
-		calls = append(calls, namedCall{"cancel", c.Cancel})
-	}
-	if c.Respond != nil {
-		calls = append(calls, namedCall{"respond", c.Respond})
-	}
-	return calls
-}
-
-// scope says which placeholders a template may use; {correlation_id} is
-// always allowed, and {args.NAME} unless noArgs is set.
-type scope struct {
-	noArgs   bool // no {args.NAME}: find is sent with the correlation ID only
-	job      bool // {job.id}
-	location bool // {job.location}
-	answers  bool // {answers}
-	baseURL  bool // {base_url}
-}
-
-func (s scope) allows(name string) error {
-	switch {
-	case strings.HasPrefix(name, argsPrefix):
-		if !validArgName(strings.TrimPrefix(name, argsPrefix)) {
-			return fmt.Errorf("placeholder {%s} has an invalid argument name", name)
-		}
-		if s.noArgs {
-			return fmt.Errorf("placeholder {%s} cannot be filled here: find looks a job up after a submission whose outcome is unknown, and has only {%s}", name, phCorrelationID)
-		}
-		return nil
-	case name == phCorrelationID:
-		return nil
-	case name == phJobID:
-		if !s.job {
-			return fmt.Errorf("placeholder {%s} is not known here (the job does not exist yet)", name)
-		}
-		return nil
-	case name == phJobLocation:
-		if !s.job {
-			return fmt.Errorf("placeholder {%s} is not known here (the job does not exist yet)", name)
-		}
-		if !s.location {
-			return fmt.Errorf("placeholder {%s} needs job_id.from_location", name)
-		}
-		return nil
-	case name == phAnswers:
-		if !s.answers {
-			return fmt.Errorf("placeholder {%s} is only allowed in the respond body", name)
-		}
-		return nil
-	case name == phBaseURL:
-		if !s.baseURL {
-			return fmt.Errorf("placeholder {%s} is only allowed in links", name)
-		}
-		return nil
-	}
-	return unknownPlaceholder(name)
-}
-
-type methodRule int
-
-const (
-	anyMethod methodRule = iota
-	getOnly
-)
-
-var validMethods = []string{
-	http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
-}
-
-func checkCall(block string, c *Call, s scope, rule methodRule) []error {
-	var errs []error
-	method := strings.ToUpper(c.Method)
-	switch {
-	case method == "":
-		// SetDefaults fills it.
-	case rule == getOnly && method != http.MethodGet:
-		errs = append(errs, adapters.Fieldf(block+".method", "must be GET (the adapter retries this call)"))
-	case !slices.Contains(validMethods, method):
-		errs = append(errs, adapters.Fieldf(block+".method", "%q is not one of %s", c.Method, strings.Join(validMethods, ", ")))
-	}
-	if err := checkPath(c.Path, s); err != nil {
-		errs = append(errs, adapters.Fieldf(block+".path", "%v", err))
-	}
-	// {answers} is for bodies only.
-	hs := s
-	hs.answers = false
-	for _, k := range sortedKeys(c.Query) {
-		if k == "" {
-			errs = append(errs, adapters.Fieldf(block+".query", "empty parameter name"))
-		}
-		if err := checkTemplate(parseTemplate(c.Query[k], false), hs); err != nil {
-			errs = append(errs, adapters.Fieldf(block+".query."+k, "%v", err))
-		}
-	}
-	for _, k := range sortedKeys(c.Headers) {
-		errs = append(errs, checkHeader(block+".headers."+k, k, c.Headers[k])...)
-		if err := checkTemplate(parseTemplate(c.Headers[k], true), hs); err != nil {
-			errs = append(errs, adapters.Fieldf(block+".headers."+k, "%v", err))
-		}
-	}
-	if c.Body != nil {
-		if method == "" && rule == getOnly {
-			method = http.MethodGet
-		}
-		if method == http.MethodGet || method == http.MethodDelete {
-			errs = append(errs, adapters.Fieldf(block+".body", "a %s request has no body", method))
-		}
-		errs = append(errs, checkBody(block+".body", c.Body, s)...)
-	}
-	return errs
-}
-
-func checkPath(p string, s scope) error {
-	if p == "" {
-		return errors.New("required")
-	}
-	t := parseTemplate(p, false)
-	for i, seg := range t {
-		if seg.ph == phJobLocation && i != 0 {
-			return errors.New("{job.location} may only begin a path")
-		}
-		if seg.ph == phAnswers || seg.ph == phBaseURL {
-			return fmt.Errorf("placeholder {%s} is not allowed in a path", seg.ph)
-		}
-		if seg.ph == "" && strings.ContainsAny(seg.lit, "?# \t\r\n") {
-			return errors.New("must not contain '?', '#' or whitespace (use query for parameters)")
-		}
-	}
-	switch {
-	case strings.HasPrefix(p, "/"):
-	case strings.HasPrefix(p, "{"+phJobLocation+"}"):
-		rest := strings.TrimPrefix(p, "{"+phJobLocation+"}")
-		if rest != "" && !strings.HasPrefix(rest, "/") {
-			return errors.New("after {job.location} the path must continue with '/'")
-		}
-	default:
-		return errors.New(`must start with "/" or be "{job.location}"`)
-	}
-	return checkTemplate(t, s)
-}
-
-func checkTemplate(t template, s scope) error {
-	var errs []error
-	for _, seg := range t {
-		if seg.ph != "" {
-			if err := s.allows(seg.ph); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func checkBody(path string, v any, s scope) []error {
-	var errs []error
-	switch v := v.(type) {
-	case string:
-		if err := checkTemplate(parseTemplate(v, false), s); err != nil {
-			errs = append(errs, adapters.Fieldf(path, "%v", err))
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(v) {
-			errs = append(errs, checkBody(path+"."+k, v[k], s)...)
-		}
-	case map[any]any:
-		for k, e := range v {
-			ks, ok := k.(string)
-			if !ok {
-				errs = append(errs, adapters.Fieldf(path, "key %v is not a string", k))
-				continue
-			}
-			errs = append(errs, checkBody(path+"."+ks, e, s)...)
-		}
-	case []any:
-		for i, e := range v {
-			errs = append(errs, checkBody(path+"."+strconv.Itoa(i), e, s)...)
-		}
-	case nil, bool, int, int64, uint64, float64, time.Time:
-	default:
-		errs = append(errs, adapters.Fieldf(path, "unsupported value of type %T", v))
-	}
-	return errs
-}
-
-func checkStatus(c *StatusConfig, after scope) []error {
-	var errs []error
-	if c.Field == "" {
-		errs = append(errs, adapters.Fieldf("status.field", "required"))
-	}
-	if len(c.States) == 0 {
-		errs = append(errs, adapters.Fieldf("status.states", "required: map the backend's status values to states"))
-	}
-	terminal := false
-	for _, k := range sortedKeys(c.States) {
-		st, ok := adapters.ParseState(c.States[k])
-		if !ok {
-			errs = append(errs, adapters.Fieldf("status.states."+k, "%q is not a state (working, input_required, succeeded, tool_error, cancelled, failed)", c.States[k]))
-			continue
-		}
-		terminal = terminal || st.Terminal()
-	}
-	if len(c.States) > 0 && !terminal {
-		errs = append(errs, adapters.Fieldf("status.states", "no value maps to a final state (succeeded, tool_error, cancelled, failed), so tasks would never finish"))
-	}
-	if c.Progress != nil && c.Progress.Done == "" {
-		errs = append(errs, adapters.Fieldf("status.progress.done", "required"))
-	}
-	if c.Result != nil && c.Result.Text == "" && c.Result.Structured == "" {
-		errs = append(errs, adapters.Fieldf("status.result", "set text, structured or both"))
-	}
-	if c.Error != nil && c.Error.Code == "" && c.Error.Message == "" {
-		errs = append(errs, adapters.Fieldf("status.error", "set code, message or both"))
-	}
-	links := after
-	links.baseURL = true
-	for _, title := range sortedKeys(c.Links) {
-		l := c.Links[title]
-		if title == "" {
-			errs = append(errs, adapters.Fieldf("status.links", "empty title"))
-		}
-		if !strings.HasPrefix(l, "{"+phBaseURL+"}") && !strings.HasPrefix(l, "https://") && !strings.HasPrefix(l, "http://") {
-			errs = append(errs, adapters.Fieldf("status.links."+title, "must start with {base_url}, http:// or https://"))
-		}
-		if err := checkTemplate(parseTemplate(l, false), links); err != nil {
-			errs = append(errs, adapters.Fieldf("status.links."+title, "%v", err))
-		}
-	}
-	return errs
 }
 
 func checkBaseURL(raw string) error {
@@ -609,11 +399,15 @@ func checkHeader(path, name, value string) []error {
 	if strings.ContainsAny(value, "\r\n\x00") {
 		errs = append(errs, adapters.Fieldf(path, "value contains a line break or NUL"))
 	}
-	if err := checkEnvRefs(value); err != nil {
-		errs = append(errs, adapters.Fieldf(path, "%v", err))
-	}
 	return errs
 }
+
+// backendHeaderScope is the scope of backend header values: secrets only.
+var backendHeaderScope = expr.Scope{Secrets: true, Missing: map[string]string{
+	expr.Args:          "backend headers are sent with every request; use a call's headers",
+	expr.CorrelationID: "backend headers are sent with every request; use a call's headers",
+	expr.Job:           "backend headers are sent with every request; use a call's headers",
+}}
 
 // validHeaderName reports whether s is an RFC 9110 token.
 func validHeaderName(s string) bool {
@@ -625,18 +419,6 @@ func validHeaderName(s string) bool {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
 		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
 		default:
-			return false
-		}
-	}
-	return true
-}
-
-func validArgName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !isNameRune(r) || r == '.' {
 			return false
 		}
 	}

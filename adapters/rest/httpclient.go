@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,8 +14,10 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -156,16 +159,51 @@ func (a *Adapter) backoff(attempt int) time.Duration {
 // requests of one Poll: once one of them has used its retries without an
 // answer, the others are not repeated either, and it is set then.
 //
+// Credentials. When req's context carries a signer (see [withSigner]), do
+// calls it before the first try, so that the request carries the current
+// secrets and access token. When the answer is 401 and the backend's
+// credentials can change (secret files, an oauth2 block), do refreshes them
+// ([credentials.refreshRejected]: cached files are re-read and the rejected
+// token dropped), signs the request again and sends it once more; a second
+// 401 is returned as it is. This holds for every request, a start and a
+// cancel too: a 401 says that the request was not applied because it
+// lacked valid credentials (RFC 9110, section 15.5.2), so repeating it
+// cannot apply it twice.
+//
 // After the last try the answer is returned as it is (a 5xx response with a
 // nil error, or the connection error), not as go-retryablehttp's "giving
 // up" error. The answer returned has an open body; an error may come with a
 // response, whose body is closed by closeBody.
 func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http.Response, error) {
+	sign := signer(req.Context())
+	if sign != nil {
+		if err := sign(req); err != nil {
+			return nil, fmt.Errorf("credentials: %w", err)
+		}
+	}
 	rreq, err := retryablehttp.FromRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
+	resp, err := a.send(rreq, retries, giveUp)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || sign == nil ||
+		!a.creds.refreshable() || req.Context().Err() != nil {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	a.creds.refreshRejected(req.Header.Get("Authorization"))
+	if err := sign(req); err != nil {
+		return nil, fmt.Errorf("credentials, after the backend answered HTTP 401: %w", err)
+	}
+	return a.send(rreq, retries, giveUp)
+}
+
+// send sends rreq as [Adapter.do] describes, without the credentials
+// handling.
+func (a *Adapter) send(rreq *retryablehttp.Request, retries int, giveUp *atomic.Bool) (*http.Response, error) {
 	p := &retryPolicy{a: a, retries: retries, giveUp: giveUp}
+	p.ruled, _ = rreq.Context().Value(ruledKey{}).(func(context.Context, *http.Response) bool)
 	c := &retryablehttp.Client{
 		HTTPClient:   a.once,
 		RetryWaitMin: a.retryWaitMin,
@@ -188,7 +226,13 @@ type retryPolicy struct {
 
 	tries int           // tries answered so far
 	wait  time.Duration // the wait before the next try, chosen by checkRetry
+	// ruled, when set, reports an answer an outcome rule of the catalog
+	// reads: it is never repeated.
+	ruled func(context.Context, *http.Response) bool
 }
+
+// ruledKey is the context key of a request's retryPolicy.ruled.
+type ruledKey struct{}
 
 // checkRetry is the CheckRetry hook. Besides [retryable], it stops retrying
 // when the other requests of the Poll have given up, and when the wait
@@ -201,6 +245,9 @@ func (p *retryPolicy) checkRetry(ctx context.Context, resp *http.Response, err e
 	attempt := p.tries
 	p.tries++
 	if !retryable(ctx, resp, err) {
+		return false, nil
+	}
+	if resp != nil && p.ruled != nil && p.ruled(ctx, resp) {
 		return false, nil
 	}
 	if attempt >= p.retries {
@@ -273,15 +320,21 @@ func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int,
 	if err != nil {
 		return nil, nil, err
 	}
+	if ruled := a.ruled(c, v); ruled != nil {
+		req = req.WithContext(context.WithValue(req.Context(), ruledKey{}, ruled))
+	}
+	a.traceRequest(c, req)
 	resp, err := a.do(req, retries, giveUp)
 	if err != nil {
 		closeBody(resp)
+		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
 		return nil, nil, err
 	}
 	body, err := readBody(resp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading answer: %w", err)
 	}
+	a.traceAnswer(c, resp, body)
 	return resp, body, nil
 }
 
@@ -353,21 +406,72 @@ func apiText(body []byte) string {
 	return string(body)
 }
 
-// redactor removes secret values (configured header values and the
-// environment variables they reference) from backend text before it goes
-// into an error, a log or an observation.
+// redactor removes secret values from backend text before it goes into an
+// error, a log or an observation: the values of ${NAME} references, the
+// contents of secret files, the OAuth client secret and access tokens. It
+// is safe for concurrent use: values are added while requests run (a file
+// rotated, a token renewed). It stays bounded: of each source of changing
+// values (a file, the access token) it keeps only the newest few, so that an
+// old token is still redacted for a while, and a token renewed every hour
+// does not grow it forever.
 type redactor struct {
-	secrets []string
+	mu      sync.Mutex
+	fixed   []string            // values that do not change (environment variables)
+	sources map[string][]string // per source, oldest first, at most keepPerSource
+
+	// secrets is what redact replaces, longest first: a snapshot rebuilt on
+	// every change, so that redact takes no lock.
+	secrets atomic.Pointer[[]string]
 }
 
 // minSecret is the shortest value redacted; shorter ones would mangle text
 // without protecting anything.
 const minSecret = 4
 
-func (r *redactor) add(s string) {
-	if len(s) >= minSecret {
-		r.secrets = append(r.secrets, s)
+// keepPerSource is how many values of one changing source stay redacted.
+const keepPerSource = 4
+
+// add registers a value that does not change, such as an environment
+// variable's.
+func (r *redactor) add(s string) { r.addFrom("", s) }
+
+// addFrom registers the current value s of the changing source named source
+// (such as "file:/path"); the oldest of the source's values beyond
+// keepPerSource is forgotten. An empty source is add.
+func (r *redactor) addFrom(source, s string) {
+	if len(s) < minSecret {
+		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if source == "" {
+		if slices.Contains(r.fixed, s) {
+			return
+		}
+		r.fixed = append(r.fixed, s)
+	} else {
+		vals := r.sources[source]
+		if n := len(vals); n > 0 && vals[n-1] == s {
+			return
+		}
+		vals = slices.DeleteFunc(vals, func(v string) bool { return v == s })
+		vals = append(vals, s)
+		if len(vals) > keepPerSource {
+			vals = slices.Delete(vals, 0, len(vals)-keepPerSource)
+		}
+		if r.sources == nil {
+			r.sources = map[string][]string{}
+		}
+		r.sources[source] = vals
+	}
+	all := slices.Clone(r.fixed)
+	for _, vals := range r.sources {
+		all = append(all, vals...)
+	}
+	// Longest first, so that a secret containing another is removed whole.
+	slices.SortFunc(all, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	all = slices.Compact(all)
+	r.secrets.Store(&all)
 }
 
 // watch wraps getenv so that every value it returns is redacted.
@@ -382,7 +486,11 @@ func (r *redactor) watch(getenv func(string) (string, bool)) func(string) (strin
 }
 
 func (r *redactor) redact(s string) string {
-	for _, secret := range r.secrets {
+	secrets := r.secrets.Load()
+	if secrets == nil {
+		return s
+	}
+	for _, secret := range *secrets {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
 	}
 	return s

@@ -106,10 +106,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/tidwall/gjson"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // pollConcurrency bounds the status requests one Poll call has in flight.
@@ -139,6 +139,13 @@ type Options struct {
 	// retried, so Retry-After does not lengthen these waits.
 	RetryWaitMin time.Duration
 	RetryWaitMax time.Duration
+	// Trace, when set, is told every request the adapter sends, every
+	// answer it gets and how each rule read it, with secrets redacted
+	// (`jobbridge try` prints them). It is called from the goroutines
+	// making the requests.
+	Trace func(Event)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Adapter talks to one REST job API. It is safe for concurrent use.
@@ -146,7 +153,7 @@ type Adapter struct {
 	name        string
 	base        *url.URL
 	baseURL     string // base_url without a trailing slash
-	headers     http.Header
+	headers     []param
 	idempotency string
 	tools       map[string]*tool
 
@@ -155,48 +162,11 @@ type Adapter struct {
 	listingLag   time.Duration
 	now          func() time.Time
 	redactor     *redactor
+	creds        *credentials
 	log          *slog.Logger
+	trace        func(Event)
 	retryWaitMin time.Duration
 	retryWaitMax time.Duration
-}
-
-// tool is a compiled JobConfig.
-type tool struct {
-	name    string
-	start   *call
-	status  *call
-	cancel  *call
-	respond *call
-	find    *call
-
-	jobIDField   string
-	fromLocation bool
-	statusCfg    StatusConfig
-	states       map[string]adapters.State
-	links        []link
-	findField    string
-
-	// carryArgs are the arguments later calls use; they travel in the JobRef.
-	carryArgs        []string
-	carryCorrelation bool
-}
-
-type call struct {
-	method  string
-	path    template
-	query   []param
-	headers []param
-	body    any
-}
-
-type param struct {
-	name string
-	t    template
-}
-
-type link struct {
-	title string
-	t     template
 }
 
 // refData is the adapter-owned part of a JobRef.
@@ -205,12 +175,16 @@ type refData struct {
 	Location      string         `json:"location,omitempty"`
 	Args          map[string]any `json:"args,omitempty"`
 	CorrelationID string         `json:"correlation_id,omitempty"`
+	// QueuedAt is set while the reference names a queue item, not the job:
+	// when the submission was queued.
+	QueuedAt *time.Time `json:"queued_at,omitempty"`
 }
 
 // New returns an adapter for the backend called name, serving the given
 // tools (by tool name). It applies defaults to copies of the configs,
-// validates them and expands ${NAME} in header values; an unset variable is
-// an error that names the variable.
+// validates them and checks that the ${NAME} environment variables their
+// headers reference are set; an unset variable is an error that names the
+// variable.
 func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *Options) (*Adapter, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -220,7 +194,6 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		getenv = os.LookupEnv
 	}
 	red := &redactor{}
-	getenv = red.watch(getenv)
 
 	backend.SetDefaults()
 	var errs []error
@@ -229,14 +202,18 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	a := &Adapter{
 		name:        name,
-		headers:     http.Header{},
 		idempotency: backend.IdempotencyHeader,
 		tools:       map[string]*tool{},
 		redactor:    red,
 		log:         opts.Logger,
+		trace:       opts.Trace,
+		now:         opts.Now,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
 	}
 	eg := newEgress(parseNetworks(backend.AllowNetworks), opts.Resolver)
 	if u, err := url.Parse(backend.BaseURL); err == nil {
@@ -250,19 +227,46 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 			}
 		}
 	}
-	for _, k := range sortedKeys(backend.Headers) {
-		t, err := parseTemplate(backend.Headers[k], true).resolveEnv(getenv)
+	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
+	if len(errs) == 0 {
+		creds, err := newCredentials(getenv, red, backend.OAuth2, a.once)
 		if err != nil {
-			errs = append(errs, adapters.Fieldf("headers."+k, "%v", err))
-			continue
+			errs = append(errs, err)
 		}
-		v := t.literal()
-		red.add(v)
-		a.headers.Set(k, v)
+		a.creds = creds
+	}
+	if a.creds == nil {
+		// The backend block is invalid: report its problems, and the
+		// tools' below, without resolving credentials.
+		a.creds, _ = newCredentials(getenv, red, nil, a.once)
+	}
+	for _, k := range sortedKeys(backend.Headers) {
+		t, err := expr.ParseTemplate(backend.Headers[k], backendHeaderScope)
+		if err != nil {
+			continue // Validate reported it
+		}
+		if err := a.checkSecrets("headers."+k, t); err != nil {
+			errs = append(errs, err)
+		}
+		a.headers = append(a.headers, param{name: k, t: t})
 	}
 	for _, tn := range sortedKeys(tools) {
-		t, err := compileTool(tn, tools[tn], backend, getenv, red)
-		if err != nil {
+		cfg := tools[tn]
+		cfg.SetDefaults()
+		t, terrs := compileJob(tn, &cfg)
+		if t != nil && t.find != nil && backend.IdempotencyHeader == "" && !t.sendsCorrelation {
+			terrs = append(terrs, adapters.Fieldf("find", "the start call does not send {correlation_id} and the backend has no idempotency_header, so find cannot match a job"))
+		}
+		if t != nil {
+			for _, c := range t.calls() {
+				for _, h := range c.headers {
+					if err := a.checkSecrets(c.name+".headers."+h.name, h.t); err != nil {
+						terrs = append(terrs, err)
+					}
+				}
+			}
+		}
+		if err := errors.Join(terrs...); err != nil {
 			errs = append(errs, fmt.Errorf("tool %q: %w", tn, err))
 			continue
 		}
@@ -280,95 +284,38 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.retryWaitMin <= 0 {
 		a.retryWaitMin = min(250*time.Millisecond, a.retryWaitMax)
 	}
-	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
 	a.retries = *backend.MaxRetries
 	a.listingLag = *backend.ListingLag
-	a.now = time.Now
 	return a, nil
 }
 
-func compileTool(name string, cfg JobConfig, backend BackendConfig, getenv func(string) (string, bool), red *redactor) (*tool, error) {
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	var errs []error
-	compile := func(block string, c *Call) *call {
-		if c == nil {
-			return nil
-		}
-		cc, err := compileCall(c, getenv, red)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", block, err))
-		}
-		return cc
-	}
-	t := &tool{
-		name:         name,
-		start:        compile("start", &cfg.Start),
-		status:       compile("status", &cfg.Status.Call),
-		cancel:       compile("cancel", cfg.Cancel),
-		respond:      compile("respond", cfg.Respond),
-		jobIDField:   cfg.JobID.Field,
-		fromLocation: cfg.JobID.FromLocation,
-		statusCfg:    cfg.Status,
-		states:       map[string]adapters.State{},
-	}
-	if cfg.Find != nil {
-		t.find = compile("find", &cfg.Find.Call)
-		t.findField = cfg.Find.Field
-		if backend.IdempotencyHeader == "" && !slices.Contains(callPlaceholders(&cfg.Start), phCorrelationID) {
-			errs = append(errs, adapters.Fieldf("find", "the start call does not send {correlation_id} and the backend has no idempotency_header, so find cannot match a job"))
+// checkSecrets resolves the template's secret references once at start, so
+// that an unset variable or an unreadable file is an error now; its error
+// names the variable or file, never a value.
+func (a *Adapter) checkSecrets(path string, t expr.Template) error {
+	for _, ref := range t.Secrets() {
+		if _, err := a.creds.secret(ref); err != nil {
+			return adapters.Fieldf(path, "%v", err)
 		}
 	}
-	for k, v := range cfg.Status.States {
-		st, _ := adapters.ParseState(v)
-		t.states[k] = st
-	}
-	for _, title := range sortedKeys(cfg.Status.Links) {
-		t.links = append(t.links, link{title: title, t: parseTemplate(cfg.Status.Links[title], false)})
-	}
-
-	// Later calls run without the tool arguments: carry the ones they use.
-	args := map[string]bool{}
-	later := cfg.laterCalls()
-	var names []string
-	for _, c := range later {
-		names = append(names, callPlaceholders(c.call)...)
-	}
-	for _, l := range t.links {
-		names = append(names, l.t.placeholders()...)
-	}
-	for _, n := range names {
-		if a, ok := strings.CutPrefix(n, argsPrefix); ok {
-			args[a] = true
-		}
-		if n == phCorrelationID {
-			t.carryCorrelation = true
-		}
-	}
-	t.carryArgs = sortedKeys(args)
-	return t, errors.Join(errs...)
+	return nil
 }
 
-func compileCall(c *Call, getenv func(string) (string, bool), red *redactor) (*call, error) {
-	cc := &call{method: c.Method, path: parseTemplate(c.Path, false), body: c.Body}
-	for _, k := range sortedKeys(c.Query) {
-		cc.query = append(cc.query, param{name: k, t: parseTemplate(c.Query[k], false)})
-	}
-	var errs []error
-	for _, k := range sortedKeys(c.Headers) {
-		t, err := parseTemplate(c.Headers[k], true).resolveEnv(getenv)
-		if err != nil {
-			errs = append(errs, adapters.Fieldf("headers."+k, "%v", err))
-			continue
+// calls lists the tool's calls.
+func (t *tool) calls() []*call {
+	var out []*call
+	for _, c := range []*call{t.start, t.status, t.cancel, t.respond, t.find} {
+		if c != nil {
+			out = append(out, c)
 		}
-		for _, seg := range t {
-			red.add(seg.lit)
-		}
-		cc.headers = append(cc.headers, param{name: k, t: t})
 	}
-	return cc, errors.Join(errs...)
+	if t.queue != nil {
+		out = append(out, t.queue.call)
+		if t.queue.cancel != nil {
+			out = append(out, t.queue.cancel)
+		}
+	}
+	return out
 }
 
 // Start submits one job. See the package documentation and
@@ -387,39 +334,51 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
 	}
 	rec := &sendRecord{}
-	hreq = hreq.WithContext(context.WithValue(ctx, sendRecordKey{}, rec))
+	hreq = hreq.WithContext(context.WithValue(hreq.Context(), sendRecordKey{}, rec))
+	if ruled := a.ruled(t.start, v); ruled != nil {
+		hreq = hreq.WithContext(context.WithValue(hreq.Context(), ruledKey{}, ruled))
+	}
 
 	retries := 0
 	if a.idempotency != "" {
 		hreq.Header.Set(a.idempotency, req.CorrelationID)
 		retries = a.retries
 	}
+	a.traceRequest(t.start, hreq)
 	resp, err := a.do(hreq, retries, nil)
 	if err != nil {
 		closeBody(resp)
+		a.traceText(t.start, "answer", "no answer: "+a.redactor.redact(err.Error()))
 		if !rec.maybeSent.Load() {
 			return adapters.JobRef{}, fmt.Errorf("starting %s job: request not sent: %w", t.name, err)
 		}
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w: %w", t.name, adapters.ErrOutcomeUnknown, err)
 	}
 	body, readErr := readBody(resp)
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300:
-	case code == http.StatusTooManyRequests:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, a.throttle(resp, body))
-	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: backend refused it: %s", t.name, a.statusText(resp, body))
-	default:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %s: %w", t.name, a.statusText(resp, body), adapters.ErrOutcomeUnknown)
-	}
-	if readErr != nil {
+	a.traceAnswer(t.start, resp, body)
+	if readErr != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: reading answer: %w: %w", t.name, adapters.ErrOutcomeUnknown, readErr)
 	}
-	id, data, err := a.jobReference(t, hreq.URL, resp, body)
+	ans := answerOf(v, resp.StatusCode, resp.Header, body)
+	is, text := a.classify(ctx, t.start, resp, body, ans)
+	switch is {
+	case isSuccess:
+	case isRetryLater:
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, a.throttle(resp, body))
+	case isRefused:
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: backend refused it: %s", t.name, text)
+	default:
+		return adapters.JobRef{}, fmt.Errorf("starting %s job: %s: %w", t.name, text, adapters.ErrOutcomeUnknown)
+	}
+	id, data, err := a.jobReference(ctx, t, hreq.URL, resp, body, ans)
 	if err != nil {
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
 	}
-	ref := t.ref(id, data, req)
+	if t.queue != nil {
+		at := a.now().UTC()
+		data.QueuedAt = &at
+	}
+	ref := t.ref(id, data, req.Arguments, req.CorrelationID)
 	if err := a.checkAddressable(t, ref); err != nil {
 		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name,
 			a.unaddressable(resp, body, "the job it names cannot be addressed: %v", err))
@@ -428,17 +387,18 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 }
 
 // ref builds a JobRef, carrying what later calls need.
-func (t *tool) ref(id string, data refData, req adapters.StartRequest) adapters.JobRef {
-	for _, name := range t.carryArgs {
-		if v, ok := req.Arguments[name]; ok {
-			if data.Args == nil {
-				data.Args = map[string]any{}
-			}
-			data.Args[name] = v
+func (t *tool) ref(id string, data refData, args map[string]any, correlationID string) adapters.JobRef {
+	for name, v := range args {
+		if !t.carryAll && !slices.Contains(t.carryArgs, name) {
+			continue
 		}
+		if data.Args == nil {
+			data.Args = map[string]any{}
+		}
+		data.Args[name] = v
 	}
 	if t.carryCorrelation {
-		data.CorrelationID = req.CorrelationID
+		data.CorrelationID = correlationID
 	}
 	b, _ := json.Marshal(data) // marshalling decoded JSON values cannot fail
 	return adapters.JobRef{ID: id, Data: b}
@@ -455,7 +415,7 @@ func (a *Adapter) unaddressable(resp *http.Response, body []byte, format string,
 // jobReference reads the job's ID (and Location) from a 2xx start answer.
 // A Location is resolved against the request URL and must stay under
 // base_url; it is kept as a path.
-func (a *Adapter) jobReference(t *tool, reqURL *url.URL, resp *http.Response, body []byte) (string, refData, error) {
+func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, resp *http.Response, body []byte, ans expr.Answer) (string, refData, error) {
 	data := refData{Tool: t.name}
 	fail := func(format string, args ...any) (string, refData, error) {
 		return "", refData{}, a.unaddressable(resp, body, format, args...)
@@ -483,20 +443,28 @@ func (a *Adapter) jobReference(t *tool, reqURL *url.URL, resp *http.Response, bo
 		}
 		u.Scheme, u.Host, u.User = "", "", nil
 		data.Location = u.String()
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.from_location: Location %q → job ID %q", shown, a.redactor.redact(id)))
 	} else {
-		if !gjson.ValidBytes(body) {
-			return fail("its answer is not JSON, so it has no job ID at %q", t.jobIDField)
+		val, ok, err := t.jobID.Read(ctx, ans)
+		switch {
+		case err != nil:
+			return fail("reading the job ID (%s) failed: %v", t.jobID, err)
+		case !ok && t.jobID.Program() == nil && !validJSON(body):
+			return fail("its answer is not JSON, so it has no job ID at %q", t.jobID)
+		case !ok && t.jobID.IsNull(ans):
+			return fail("the job ID at %q is null, not a string or number", t.jobID)
+		case !ok:
+			return fail("its answer has no job ID at %q", t.jobID)
 		}
-		r := gjson.GetBytes(body, t.jobIDField)
-		switch kind := jsonKind(r); {
-		case !r.Exists():
-			return fail("its answer has no job ID at %q", t.jobIDField)
+		s, kind := scalarText(val)
+		switch {
 		case kind != "":
-			return fail("the job ID at %q is %s, not a string or number", t.jobIDField, kind)
-		case r.String() == "":
-			return fail("the job ID at %q is empty", t.jobIDField)
+			return fail("the job ID at %q is %s, not a string or number", t.jobID, kind)
+		case s == "":
+			return fail("the job ID at %q is empty", t.jobID)
 		}
-		id = r.String()
+		id = s
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.field %s → %q", t.jobID, a.redactor.redact(id)))
 	}
 	if err := a.checkJobID(id); err != nil {
 		return fail("%v", err)
@@ -504,21 +472,28 @@ func (a *Adapter) jobReference(t *tool, reqURL *url.URL, resp *http.Response, bo
 	return id, data, nil
 }
 
-// jsonKind names the JSON type of r when it is neither a string nor a
-// number, and is empty otherwise.
-func jsonKind(r gjson.Result) string {
-	switch r.Type {
-	case gjson.String, gjson.Number:
-		return ""
-	case gjson.True, gjson.False:
-		return "a boolean"
-	case gjson.Null:
-		return "null"
+// scalarText returns the text of a string or number; kind names any other
+// JSON type ("a boolean", "an object", ...).
+func scalarText(v any) (s, kind string) {
+	switch v := v.(type) {
+	case string:
+		return v, ""
+	case int64, uint64, float64, int:
+		s, _ := expr.Text(v)
+		return s, ""
+	case bool:
+		return "", "a boolean"
+	case nil:
+		return "", "null"
+	case []any:
+		return "", "an array"
 	}
-	if r.IsArray() {
-		return "an array"
-	}
-	return "an object"
+	return "", "an object"
+}
+
+func validJSON(b []byte) bool {
+	_, err := expr.DecodeJSON(b)
+	return err == nil
 }
 
 // maxShownID bounds a job ID quoted in an error.
@@ -545,21 +520,23 @@ func (a *Adapter) checkJobID(id string) error {
 }
 
 // checkAddressable renders the URLs of the calls later made about the job
-// (status, cancel, respond), so that a reference they would refuse is
-// refused when the job is started rather than at every later poll.
+// (status, cancel, respond, or the queue's while it is queued), so that a
+// reference they would refuse is refused when the job is started rather
+// than at every later poll.
 func (a *Adapter) checkAddressable(t *tool, ref adapters.JobRef) error {
-	_, v, err := a.decodeRef(ref)
+	_, v, queued, err := a.decodeRef(ref)
 	if err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		name string
-		call *call
-	}{{"status", t.status}, {"cancel", t.cancel}, {"respond", t.respond}} {
-		if c.call == nil {
+	calls := []*call{t.status, t.cancel, t.respond}
+	if queued {
+		calls = []*call{t.queue.call, t.queue.cancel}
+	}
+	for _, c := range calls {
+		if c == nil {
 			continue
 		}
-		if _, err := a.buildURL(c.call, v); err != nil {
+		if _, err := a.buildURL(context.Background(), c, v); err != nil {
 			return fmt.Errorf("the %s call: %w", c.name, err)
 		}
 	}
@@ -605,23 +582,27 @@ func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef, retries int, gi
 	fail := func(err error) (adapters.Observation, error) {
 		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID, err)}, nil
 	}
-	t, v, err := a.decodeRef(ref)
+	t, v, queued, err := a.decodeRef(ref)
 	if err != nil {
 		return fail(err)
+	}
+	if queued {
+		return a.pollQueued(ctx, t, ref, v, retries, giveUp)
 	}
 	resp, body, err := a.sendSafe(ctx, t.status, v, retries, giveUp)
 	if err != nil {
 		return fail(err)
 	}
-	switch code := resp.StatusCode; {
-	case isThrottle(resp):
+	ans := answerOf(v, resp.StatusCode, resp.Header, body)
+	switch is, text := a.classify(ctx, t.status, resp, body, ans); is {
+	case isRetryLater:
 		return adapters.Observation{}, fmt.Errorf("polling job %s: %w", ref.ID, a.throttle(resp, body))
-	case code == http.StatusNotFound || code == http.StatusGone:
-		return fail(fmt.Errorf("%s: %w", a.statusText(resp, body), adapters.ErrJobNotFound))
-	case code < 200 || code >= 300:
-		return fail(errors.New(a.statusText(resp, body)))
+	case isNotFound:
+		return fail(fmt.Errorf("%s: %w", text, adapters.ErrJobNotFound))
+	case isError:
+		return fail(errors.New(text))
 	}
-	return a.observe(t, ref, v, resp, body), nil
+	return a.observe(ctx, t, ref, v, resp, body, ans), nil
 }
 
 // Cancel asks the backend to stop the job; see the package documentation
@@ -629,34 +610,52 @@ func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef, retries int, gi
 // cancellation is then recorded by the bridge only and nothing is sent
 // downstream.
 func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
-	t, v, err := a.decodeRef(ref)
+	t, v, queued, err := a.decodeRef(ref)
 	if err != nil {
 		return fmt.Errorf("cancelling job %s: %w", ref.ID, err)
 	}
-	if t.cancel == nil {
+	c := t.cancel
+	if queued {
+		if t.queue.cancel == nil {
+			return reasonf(adapters.ErrCancelRefused, "job %s is still queued at the backend, and the catalog has no job_id.queue.cancel call to remove it from the queue; the cancel is tried again once the job has started", ref.ID)
+		}
+		c = t.queue.cancel
+	}
+	if c == nil {
 		return nil
 	}
-	req, err := a.newRequest(ctx, t.cancel, v)
+	req, err := a.newRequest(ctx, c, v)
 	if err != nil {
 		return fmt.Errorf("cancelling job %s: %w", ref.ID, err)
 	}
+	a.traceRequest(c, req)
 	resp, err := a.do(req, 0, nil)
 	if err != nil {
 		closeBody(resp)
+		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
 		return fmt.Errorf("cancelling job %s: the backend could not be asked: %w", ref.ID, err)
 	}
 	body, _ := readBody(resp) // only quoted in an error
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300:
+	a.traceAnswer(c, resp, body)
+	switch is, text := a.classify(ctx, c, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
+	case isSuccess:
 		return nil
-	case isThrottle(resp):
+	case isRetryLater:
 		return fmt.Errorf("cancelling job %s: %w", ref.ID, a.throttle(resp, body))
-	case code == http.StatusNotFound || code == http.StatusConflict || code == http.StatusGone:
-		return a.cancelDeclined(ctx, ref, a.statusText(resp, body))
-	case code >= 400 && code < 500:
-		return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s: %s", ref.ID, a.statusText(resp, body))
+	case isAlreadyFinished:
+		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s", ref.ID, text)
+	case isNotFound:
+		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s and no longer reports the job", ref.ID, text)
+	case isRefused:
+		return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s: %s", ref.ID, text)
+	case isDeclined:
+		if queued {
+			return reasonf(adapters.ErrCancelRefused, "the backend refused to remove queued job %s from its queue: %s", ref.ID, text)
+		}
+		return a.cancelDeclined(ctx, ref, text)
+	default:
+		return fmt.Errorf("cancelling job %s: %s", ref.ID, text)
 	}
-	return fmt.Errorf("cancelling job %s: %s", ref.ID, a.statusText(resp, body))
 }
 
 // cancelDeclined tells a job that finished before the cancel reached it
@@ -686,7 +685,7 @@ func (a *Adapter) cancelDeclined(ctx context.Context, ref adapters.JobRef, answe
 // answer wraps [adapters.ErrThrottled]. A tool without a respond block
 // returns an error wrapping [errors.ErrUnsupported].
 func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[string]adapters.Answer) error {
-	t, v, err := a.decodeRef(ref)
+	t, v, _, err := a.decodeRef(ref)
 	if err != nil {
 		return fmt.Errorf("answering job %s: %w", ref.ID, err)
 	}
@@ -698,25 +697,30 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 	if err != nil {
 		return fmt.Errorf("answering job %s: %w", ref.ID, err)
 	}
+	a.traceRequest(t.respond, req)
 	resp, err := a.do(req, 0, nil)
 	if err != nil {
 		closeBody(resp)
 		return fmt.Errorf("answering job %s: %w", ref.ID, err)
 	}
 	body, _ := readBody(resp) // only quoted in an error
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300, code == http.StatusNotFound, code == http.StatusConflict, code == http.StatusGone:
+	a.traceAnswer(t.respond, resp, body)
+	switch is, text := a.classify(ctx, t.respond, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
+	case isSuccess, isNotFound, isDeclined:
 		return nil
-	case isThrottle(resp):
+	case isRetryLater:
 		return fmt.Errorf("answering job %s: %w", ref.ID, a.throttle(resp, body))
+	case isRefused:
+		return fmt.Errorf("answering job %s: the backend refused the answer: %s", ref.ID, text)
+	default:
+		return fmt.Errorf("answering job %s: %s", ref.ID, text)
 	}
-	return fmt.Errorf("answering job %s: %s", ref.ID, a.statusText(resp, body))
 }
 
 // Find looks a job up by the request's correlation ID. A tool without a find
 // block returns an error wrapping [errors.ErrUnsupported]; a job whose ID
-// later calls would refuse is an error wrapping
-// [adapters.ErrJobUnaddressable].
+// later calls would refuse, and an answer naming several jobs, are errors
+// wrapping [adapters.ErrJobUnaddressable].
 func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters.JobRef, bool, error) {
 	t, err := a.tool(req.Tool)
 	if err != nil {
@@ -730,17 +734,31 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	if err != nil {
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, err)
 	}
-	if isThrottle(resp) {
+	ans := answerOf(v, resp.StatusCode, resp.Header, body)
+	var ids []string
+	switch is, text := a.classify(ctx, t.find, resp, body, ans); is {
+	case isRetryLater:
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, a.throttle(resp, body))
+	case isNotFound:
+		a.traceText(t.find, "rule", "the answer means: no such job")
+	case isSuccess:
+		val, ok, err := t.findField.Read(ctx, ans)
+		if err != nil {
+			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: reading find.field %s: %w", t.name, t.findField, err)
+		}
+		if !ok && t.findField.Program() == nil && !validJSON(body) {
+			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: answer is not JSON", t.name)
+		}
+		if ids, err = foundIDs(val, ok); err != nil {
+			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
+				reasonf(adapters.ErrJobUnaddressable, "the found job's ID at %q is %v; answer: %s", t.findField, err, a.excerpt(body)))
+		}
+		a.traceText(t.find, "rule", fmt.Sprintf("find.field %s → %q", t.findField, ids))
+	default:
+		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %s", t.name, text)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %s", t.name, a.statusText(resp, body))
-	}
-	if !gjson.ValidBytes(body) {
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: answer is not JSON", t.name)
-	}
-	r := gjson.GetBytes(body, t.findField)
-	if !r.Exists() || r.Type == gjson.Null || r.String() == "" {
+	switch len(ids) {
+	case 0:
 		submitted := req.SubmittedAt
 		if submitted.IsZero() {
 			submitted = a.now()
@@ -750,13 +768,13 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 				t.name, req.CorrelationID, a.now().Sub(submitted).Round(time.Second), a.listingLag, adapters.ErrNotListedYet)
 		}
 		return adapters.JobRef{}, false, nil
-	}
-	if kind := jsonKind(r); kind != "" {
+	case 1:
+	default:
 		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
-			reasonf(adapters.ErrJobUnaddressable, "the found job's ID at %q is %s, not a string or number; answer: %s", t.findField, kind, a.excerpt(body)))
+			reasonf(adapters.ErrJobUnaddressable, "%d jobs carry correlation ID %s (%s), so the bridge cannot tell which one is the task's", len(ids), req.CorrelationID, a.redactor.clean(strings.Join(ids, ", "), maxExcerpt)))
 	}
-	id := r.String()
-	ref := t.ref(id, refData{Tool: t.name}, req)
+	id := ids[0]
+	ref := t.ref(id, refData{Tool: t.name}, req.Arguments, req.CorrelationID)
 	err = a.checkJobID(id)
 	if err == nil {
 		err = a.checkAddressable(t, ref)
@@ -768,6 +786,29 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	return ref, true, nil
 }
 
+// foundIDs reads find.field's value: a string or number (one job), a list
+// of them, or nothing.
+func foundIDs(val any, present bool) ([]string, error) {
+	if !present {
+		return nil, nil
+	}
+	list, isList := val.([]any)
+	if !isList {
+		list = []any{val}
+	}
+	var ids []string
+	for _, e := range list {
+		s, kind := scalarText(e)
+		if kind != "" {
+			return nil, fmt.Errorf("%s, not a string or number", kind)
+		}
+		if s != "" && !slices.Contains(ids, s) {
+			ids = append(ids, s)
+		}
+	}
+	return ids, nil
+}
+
 func (a *Adapter) tool(name string) (*tool, error) {
 	t, ok := a.tools[name]
 	if !ok {
@@ -776,33 +817,40 @@ func (a *Adapter) tool(name string) (*tool, error) {
 	return t, nil
 }
 
-func (a *Adapter) decodeRef(ref adapters.JobRef) (*tool, *values, error) {
+// decodeRef reads a job reference; queued is true while it names a queue
+// item rather than the job.
+func (a *Adapter) decodeRef(ref adapters.JobRef) (*tool, *values, bool, error) {
 	var d refData
 	if err := json.Unmarshal(ref.Data, &d); err != nil {
-		return nil, nil, fmt.Errorf("decoding job reference: %w", err)
+		return nil, nil, false, fmt.Errorf("decoding job reference: %w", err)
 	}
 	t, err := a.tool(d.Tool)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	queued := d.QueuedAt != nil && t.queue != nil
 	return t, &values{
 		args:          d.Args,
 		jobID:         ref.ID,
 		location:      d.Location,
 		correlationID: d.CorrelationID,
 		baseURL:       a.baseURL,
-	}, nil
+		queuedAt:      d.QueuedAt,
+	}, queued, nil
 }
 
-// newRequest renders a call into an HTTP request.
+// newRequest renders a call into an HTTP request. Header values holding
+// secrets are rendered by the request's signer, so that a refreshed
+// credential can be put in after a 401.
 func (a *Adapter) newRequest(ctx context.Context, c *call, v *values) (*http.Request, error) {
-	u, err := a.buildURL(c, v)
+	vars := v.vars()
+	u, err := a.buildURLVars(ctx, c, v, vars)
 	if err != nil {
 		return nil, err
 	}
 	var body io.Reader
 	if c.body != nil {
-		rendered, _, err := renderBody(c.body, v)
+		rendered, _, err := renderBody(ctx, c.body, vars)
 		if err != nil {
 			return nil, fmt.Errorf("rendering body: %w", err)
 		}
@@ -821,11 +869,13 @@ func (a *Adapter) newRequest(ctx context.Context, c *call, v *values) (*http.Req
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for k, vs := range a.headers {
-		req.Header[k] = slices.Clone(vs)
-	}
-	for _, h := range c.headers {
-		s, missing, err := h.t.render(v, raw)
+	var secret []param
+	for _, h := range append(slices.Clip(a.headers), c.headers...) {
+		if len(h.t.Secrets()) > 0 {
+			secret = append(secret, h)
+			continue
+		}
+		s, missing, err := h.t.Render(ctx, vars, raw, nil)
 		if err != nil {
 			return nil, fmt.Errorf("rendering header %s: %w", h.name, err)
 		}
@@ -837,15 +887,32 @@ func (a *Adapter) newRequest(ctx context.Context, c *call, v *values) (*http.Req
 		}
 		req.Header.Set(h.name, s)
 	}
-	return req, nil
+	sign := func(r *http.Request) error {
+		for _, h := range secret {
+			s, _, err := h.t.Render(r.Context(), vars, raw, a.creds.secret)
+			if err != nil {
+				return fmt.Errorf("header %s: %w", h.name, err)
+			}
+			if strings.ContainsAny(s, "\r\n\x00") {
+				return fmt.Errorf("header %s: value contains a line break or NUL", h.name)
+			}
+			r.Header.Set(h.name, s)
+		}
+		return a.creds.authorize(r)
+	}
+	return req.WithContext(withSigner(req.Context(), sign)), nil
 }
 
 // buildURL renders the call's path and query under base_url and refuses a
 // URL that would leave it.
-func (a *Adapter) buildURL(c *call, v *values) (*url.URL, error) {
+func (a *Adapter) buildURL(ctx context.Context, c *call, v *values) (*url.URL, error) {
+	return a.buildURLVars(ctx, c, v, v.vars())
+}
+
+func (a *Adapter) buildURLVars(ctx context.Context, c *call, v *values, vars expr.Vars) (*url.URL, error) {
 	var u *url.URL
 	path := c.path
-	if len(path) > 0 && path[0].ph == phJobLocation {
+	if segs := path.Segments(); len(segs) > 0 && segs[0].Name == phJobLocation {
 		if v.location == "" {
 			return nil, errors.New("the job has no location")
 		}
@@ -854,7 +921,7 @@ func (a *Adapter) buildURL(c *call, v *values) (*url.URL, error) {
 			return nil, errors.New("malformed job location")
 		}
 		u = a.base.ResolveReference(loc)
-		path = path[1:]
+		path = path.Tail(1)
 	} else {
 		base := *a.base
 		u = &base
@@ -862,7 +929,7 @@ func (a *Adapter) buildURL(c *call, v *values) (*url.URL, error) {
 		u.RawPath = strings.TrimSuffix(u.EscapedPath(), "/")
 		u.Path = strings.TrimSuffix(u.Path, "/")
 	}
-	suffix, _, err := path.render(v, pathSegment)
+	suffix, _, err := path.Render(ctx, vars, pathSegment, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rendering path: %w", err)
 	}
@@ -874,7 +941,7 @@ func (a *Adapter) buildURL(c *call, v *values) (*url.URL, error) {
 	u.Path, u.RawPath = unescaped, escaped
 	q := u.Query()
 	for _, p := range c.query {
-		s, missing, err := p.t.render(v, raw)
+		s, missing, err := p.t.Render(ctx, vars, raw, nil)
 		if err != nil {
 			return nil, fmt.Errorf("rendering query parameter %s: %w", p.name, err)
 		}

@@ -540,7 +540,7 @@ func TestPollMapsStatus(t *testing.T) {
 		{
 			name: "succeeded with result",
 			body: `{"status":"succeeded","message":"done","result":{"text":"deployed v2","data":{"version":2}}}`,
-			want: adapters.Observation{State: adapters.StateSucceeded, Message: "done", Links: logsLink, Result: &adapters.Result{Text: "deployed v2", Structured: map[string]any{"version": 2.0}}},
+			want: adapters.Observation{State: adapters.StateSucceeded, Message: "done", Links: logsLink, Result: &adapters.Result{Text: "deployed v2", Structured: map[string]any{"version": int64(2)}}},
 		},
 		{
 			name: "succeeded without result",

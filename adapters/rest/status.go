@@ -1,14 +1,17 @@
 package rest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
 )
 
 // defaultErrorCode is the JSON-RPC code of a failed job without one
@@ -22,44 +25,73 @@ const maxMessage = 1000
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // observe reads a status answer. An unknown status value keeps the job
-// working, with the raw value in the message, and is logged. An answer that
-// is not JSON, or whose status field is missing or neither a string nor a
-// number, is reported in the observation's Err, wrapping
-// [adapters.ErrUnreadableStatus], with the HTTP status and an excerpt.
-func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte) adapters.Observation {
-	cfg := &t.statusCfg
+// working, with the raw value in the message, and is logged. An answer whose
+// status field is missing, unreadable or neither a string nor a number is
+// reported in the observation's Err, wrapping [adapters.ErrUnreadableStatus],
+// with the HTTP status and an excerpt.
+func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte, ans expr.Answer) adapters.Observation {
+	r := &t.read
 	unreadable := func(format string, args ...any) adapters.Observation {
 		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID,
 			reasonf(adapters.ErrUnreadableStatus, "%s (HTTP %d; answer: %s)",
 				fmt.Sprintf(format, args...), resp.StatusCode, a.excerpt(body)))}
 	}
-	if !gjson.ValidBytes(body) {
+	// read returns a reading's value; a reading that fails is logged and
+	// taken as absent (only the status field decides readability).
+	read := func(name string, val expr.Value) (any, bool) {
+		if val.IsZero() {
+			return nil, false
+		}
+		out, ok, err := val.Read(ctx, ans)
+		if err != nil {
+			a.log.Warn("reading the status answer failed", "tool", t.name, "job", ref.ID, "field", name, "error", a.redactor.redact(err.Error()))
+			a.traceText(t.status, "rule", fmt.Sprintf("%s %s failed: %s", name, val, a.redactor.redact(err.Error())))
+			return nil, false
+		}
+		if ok {
+			a.traceText(t.status, "rule", fmt.Sprintf("%s %s → %s", name, val, a.redactor.clean(show(out), 200)))
+		}
+		return out, ok
+	}
+	text := func(name string, val expr.Value) string {
+		out, ok := read(name, val)
+		if !ok {
+			return ""
+		}
+		s, _ := expr.Text(out)
+		return s
+	}
+
+	if r.field.Program() == nil && !validJSON(body) {
 		return unreadable("the status answer is not JSON")
 	}
-	get := func(p string) gjson.Result {
-		if p == "" {
-			return gjson.Result{}
-		}
-		return gjson.GetBytes(body, p)
+	status, present, err := r.field.Read(ctx, ans)
+	switch {
+	case err != nil:
+		return unreadable("reading the status (%s) failed: %v", r.field, a.redactor.redact(err.Error()))
+	case !present && r.field.Program() != nil:
+		return unreadable("the status expression %s gives no value", r.field)
+	case !present && r.field.IsNull(ans):
+		return unreadable("the status field %q is null, not a string or number", r.field)
+	case !present:
+		return unreadable("the status answer has no field %q", r.field)
 	}
-	status := get(cfg.Field)
-	if !status.Exists() {
-		return unreadable("the status answer has no field %q", cfg.Field)
+	rawStatus, kind := scalarText(status)
+	if kind != "" {
+		return unreadable("the status field %q is %s, not a string or number", r.field, kind)
 	}
-	if kind := jsonKind(status); kind != "" {
-		return unreadable("the status field %q is %s, not a string or number", cfg.Field, kind)
-	}
-	rawStatus := status.String()
-	msg := get(cfg.Message).String()
+	msg := text("status.message", r.message)
 
 	var o adapters.Observation
 	st, known := t.states[rawStatus]
 	if known {
 		o.State = st
 		o.Message = firstNonEmpty(msg, rawStatus)
+		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q → %s", r.field, a.redactor.clean(rawStatus, 100), st))
 	} else {
 		a.log.Warn("unknown job status; keeping the task working",
 			"tool", t.name, "job", ref.ID, "status", a.redactor.clean(rawStatus, 100))
+		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q, which status.states does not list → working", r.field, a.redactor.clean(rawStatus, 100)))
 		o.State = adapters.StateWorking
 		o.Message = fmt.Sprintf("status %q", rawStatus)
 		if msg != "" {
@@ -68,28 +100,28 @@ func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, resp *http.Re
 	}
 	o.Message = a.redactor.clean(o.Message, maxMessage)
 
-	if p := cfg.Progress; p != nil {
-		if done := get(p.Done); done.Type == gjson.Number {
-			o.Progress = &adapters.Progress{Done: done.Float()}
-			if total := get(p.Total); total.Type == gjson.Number {
-				o.Progress.Total = total.Float()
+	if r.hasProgress {
+		if done, ok := number(read("status.progress.done", r.progressDone)); ok {
+			o.Progress = &adapters.Progress{Done: done}
+			if total, ok := number(read("status.progress.total", r.progressTotal)); ok {
+				o.Progress.Total = total
 			}
 		}
 	}
 
-	if o.State.Terminal() && cfg.FinishedAt != "" {
-		if at, err := time.Parse(time.RFC3339Nano, get(cfg.FinishedAt).String()); err == nil {
+	if o.State.Terminal() && !r.finishedAt.IsZero() {
+		if at, err := time.Parse(time.RFC3339Nano, text("status.finished_at", r.finishedAt)); err == nil {
 			o.FinishedAt = at
 		}
 	}
 	switch o.State {
 	case adapters.StateSucceeded:
-		o.Result = a.result(cfg, get)
+		o.Result = a.result(r, read)
 		if o.Result == nil {
 			o.Result = &adapters.Result{Text: fmt.Sprintf("Job %s succeeded.", ref.ID)}
 		}
 	case adapters.StateToolError:
-		o.Result = a.result(cfg, get)
+		o.Result = a.result(r, read)
 		if o.Result == nil {
 			o.Result = &adapters.Result{}
 		}
@@ -97,80 +129,124 @@ func (a *Adapter) observe(t *tool, ref adapters.JobRef, v *values, resp *http.Re
 			o.Result.Text = firstNonEmpty(a.redactor.redact(msg), fmt.Sprintf("Job %s failed.", ref.ID))
 		}
 	case adapters.StateCancelled:
-		o.Result = a.result(cfg, get)
+		o.Result = a.result(r, read)
 	case adapters.StateFailed:
 		o.Error = &adapters.JobError{Code: defaultErrorCode}
-		if e := cfg.Error; e != nil {
-			if c := get(e.Code); c.Type == gjson.Number {
-				o.Error.Code = int(c.Int())
+		if r.hasError {
+			if c, ok := number(read("status.error.code", r.errorCode)); ok {
+				o.Error.Code = int(c)
 			}
-			o.Error.Message = a.redactor.clean(get(e.Message).String(), maxMessage)
+			o.Error.Message = a.redactor.clean(text("status.error.message", r.errorMessage), maxMessage)
 		}
 		if o.Error.Message == "" {
 			o.Error.Message = firstNonEmpty(o.Message, fmt.Sprintf("job %s failed", ref.ID))
 		}
 	case adapters.StateInputRequired:
-		o.InputRequests = a.inputRequests(t, ref, get(cfg.InputRequests))
+		list, ok, err := r.inputRequests.ReadJSON(ctx, ans)
+		if err != nil {
+			a.log.Warn("reading the questions failed", "tool", t.name, "job", ref.ID, "error", a.redactor.redact(err.Error()))
+		}
+		if ok {
+			o.InputRequests = a.inputRequests(t, ref, list)
+		}
 	}
 
+	vars := ans.Vars
 	for _, l := range t.links {
-		u, _, err := l.t.render(v, linkPart)
+		u, _, err := l.t.Render(ctx, vars, linkPart, nil)
 		if err != nil {
 			a.log.Warn("skipping link", "tool", t.name, "job", ref.ID, "link", l.title, "error", err)
 			continue
 		}
 		o.Links = append(o.Links, adapters.Link{Title: l.title, URL: u})
 	}
-	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), a.now()); ok && d > 0 {
 		o.RetryAfter = d
 	}
 	return o
 }
 
-// result reads the job's output, or returns nil when the answer has none.
-func (a *Adapter) result(cfg *StatusConfig, get func(string) gjson.Result) *adapters.Result {
-	if cfg.Result == nil {
-		return nil
+// show formats a reading for a trace.
+func show(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
 	}
-	var r adapters.Result
-	if t := get(cfg.Result.Text); t.Exists() && t.Type != gjson.Null {
-		r.Text = a.redactor.redact(t.String())
-	}
-	if s := get(cfg.Result.Structured); s.Exists() && s.Type != gjson.Null {
-		if s.IsObject() {
-			_ = json.Unmarshal([]byte(s.Raw), &r.Structured) // s.Raw is valid JSON
-		} else {
-			r.Structured = map[string]any{"value": s.Value()}
-		}
-		if r.Text == "" {
-			r.Text = a.redactor.redact(s.Raw)
-		}
-	}
-	if r.Text == "" && r.Structured == nil {
-		return nil
-	}
-	return &r
+	s, _ := expr.Text(v)
+	return s
 }
 
-// inputRequests reads the outstanding questions: an array of
-// {"key", "message", "schema"}.
-func (a *Adapter) inputRequests(t *tool, ref adapters.JobRef, list gjson.Result) map[string]adapters.InputRequest {
-	if !list.IsArray() {
+// number returns a reading that is a number, or a string holding one.
+func number(v any, ok bool) (float64, bool) {
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// result reads the job's output, or returns nil when the answer has none.
+func (a *Adapter) result(r *statusReads, read func(string, expr.Value) (any, bool)) *adapters.Result {
+	if !r.hasResult {
+		return nil
+	}
+	var res adapters.Result
+	if t, ok := read("status.result.text", r.resultText); ok {
+		s, _ := expr.Text(t)
+		res.Text = a.redactor.redact(s)
+	}
+	if s, ok := read("status.result.structured", r.resultStructured); ok {
+		if m, isMap := s.(map[string]any); isMap {
+			res.Structured = m
+		} else {
+			res.Structured = map[string]any{"value": s}
+		}
+		if res.Text == "" {
+			b, _ := json.Marshal(s)
+			res.Text = a.redactor.redact(string(b))
+		}
+	}
+	if res.Text == "" && res.Structured == nil {
+		return nil
+	}
+	return &res
+}
+
+// inputRequests reads the outstanding questions: a JSON array of
+// {"key", "message", "schema"}. A schema is passed on as the backend wrote
+// it (its properties in their order).
+func (a *Adapter) inputRequests(t *tool, ref adapters.JobRef, list json.RawMessage) map[string]adapters.InputRequest {
+	var qs []struct {
+		Key     any             `json:"key"`
+		Message any             `json:"message"`
+		Schema  json.RawMessage `json:"schema"`
+	}
+	if json.Unmarshal(list, &qs) != nil {
 		return nil
 	}
 	reqs := map[string]adapters.InputRequest{}
-	for _, q := range list.Array() {
-		key := q.Get("key").String()
+	for _, q := range qs {
+		key, _ := scalarText(expr.Numbers(q.Key))
 		if key == "" {
 			a.log.Warn("skipping a question without a key", "tool", t.name, "job", ref.ID)
 			continue
 		}
 		schema := emptySchema
-		if s := q.Get("schema"); s.IsObject() {
-			schema = json.RawMessage(s.Raw)
+		if s := bytes.TrimSpace(q.Schema); len(s) > 0 && s[0] == '{' {
+			schema = json.RawMessage(s)
 		}
+		msg, _ := expr.Text(q.Message)
 		reqs[key] = adapters.InputRequest{
-			Message: a.redactor.clean(q.Get("message").String(), maxMessage),
+			Message: a.redactor.clean(msg, maxMessage),
 			Schema:  schema,
 		}
 	}

@@ -1,13 +1,17 @@
 package rest
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // Placeholder names.
@@ -20,196 +24,43 @@ const (
 	phBaseURL       = "base_url"
 )
 
-// A template is a parsed string: literal text, {placeholders} and, in header
-// values, ${ENV} references.
-type template []segment
+// The scopes of the places templates and expressions are written in.
+var (
+	// notYet explains the names a call made before the job exists cannot use.
+	notYet = map[string]string{
+		expr.Job:     "the job does not exist yet",
+		expr.Answers: "{answers} is only known in the respond body",
+		expr.BaseURL: "{base_url} is only known in links",
+		expr.Body:    "body is only known when an answer is read",
+		expr.Status:  "status is only known when an answer is read",
+		expr.Headers: "headers are only known when an answer is read",
+	}
+	// startScope: the start and find calls.
+	startScope = expr.Scope{Vars: []string{expr.Args, expr.CorrelationID}, Missing: notYet}
+	// jobScope: calls about a job that exists (status, cancel, respond, queue).
+	jobScope = expr.Scope{Vars: []string{expr.Args, expr.CorrelationID, expr.Job}, Missing: notYet}
+)
 
-// segment is one piece of a template; exactly one of its fields is set, or
-// none for an empty literal.
-type segment struct {
-	lit string
-	ph  string // placeholder name, e.g. "args.count"
-	env string // environment variable name (header values only)
+// readScope is the scope of a rule reading an answer to a call made in s.
+func readScope(s expr.Scope) expr.Scope {
+	return s.With(expr.Body, expr.Status, expr.Headers)
 }
 
-// parseTemplate splits s into literal text and placeholders. A placeholder is
-// "{name}" where name consists of letters, digits and "_.-"; other braces are
-// literal text. With env set, "${NAME}" is an environment reference;
-// otherwise it is literal text (so "${HOME}" in a body stays as written).
-func parseTemplate(s string, env bool) template {
-	var t template
-	var lit strings.Builder
-	flush := func() {
-		if lit.Len() > 0 {
-			t = append(t, segment{lit: lit.String()})
-			lit.Reset()
-		}
-	}
-	for i := 0; i < len(s); {
-		if strings.HasPrefix(s[i:], "${") {
-			end := strings.IndexByte(s[i:], '}')
-			if end < 0 {
-				lit.WriteString(s[i:])
-				break
-			}
-			name := s[i+2 : i+end]
-			if env && validEnvName(name) {
-				flush()
-				t = append(t, segment{env: name})
-			} else {
-				lit.WriteString(s[i : i+end+1])
-			}
-			i += end + 1
-			continue
-		}
-		if s[i] == '{' {
-			end := strings.IndexByte(s[i:], '}')
-			if end > 1 && isName(s[i+1:i+end]) {
-				flush()
-				t = append(t, segment{ph: s[i+1 : i+end]})
-				i += end + 1
-				continue
-			}
-		}
-		lit.WriteByte(s[i])
-		i++
-	}
-	flush()
-	return t
+// headerScope is s for header values, which may reference secrets.
+func headerScope(s expr.Scope) expr.Scope {
+	h := s.With()
+	h.Secrets = true
+	return h
 }
 
-// placeholders lists the template's placeholder names in order.
-func (t template) placeholders() []string {
-	var names []string
-	for _, seg := range t {
-		if seg.ph != "" {
-			names = append(names, seg.ph)
-		}
+// fieldErr turns a template or expression error into a field error,
+// keeping the position of the mistake inside the value.
+func fieldErr(path string, err error) error {
+	var e *expr.Error
+	if errors.As(err, &e) {
+		return fielderr.New(path, e.Offset, err)
 	}
-	return names
-}
-
-// sole returns the placeholder name when the template is exactly one
-// placeholder.
-func (t template) sole() (string, bool) {
-	if len(t) == 1 && t[0].ph != "" {
-		return t[0].ph, true
-	}
-	return "", false
-}
-
-// resolveEnv replaces the template's ${NAME} references with their values.
-// Its errors name the variable, never a value.
-func (t template) resolveEnv(getenv func(string) (string, bool)) (template, error) {
-	out := make(template, 0, len(t))
-	for _, seg := range t {
-		if seg.env == "" {
-			out = append(out, seg)
-			continue
-		}
-		v, ok := getenv(seg.env)
-		if !ok {
-			return nil, fmt.Errorf("environment variable %s is not set", seg.env)
-		}
-		if strings.ContainsAny(v, "\r\n\x00") {
-			return nil, fmt.Errorf("environment variable %s contains a line break or NUL", seg.env)
-		}
-		out = append(out, segment{lit: v})
-	}
-	return out, nil
-}
-
-// literal returns the template's text with placeholders written back as
-// "{name}". It is used for backend headers, which take no placeholders.
-func (t template) literal() string {
-	var b strings.Builder
-	for _, seg := range t {
-		if seg.ph != "" {
-			b.WriteString("{" + seg.ph + "}")
-		}
-		b.WriteString(seg.lit)
-	}
-	return b.String()
-}
-
-// checkEnvRefs reports a malformed ${...} reference in a header value without
-// quoting the value.
-func checkEnvRefs(s string) error {
-	for i := 0; ; {
-		j := strings.Index(s[i:], "${")
-		if j < 0 {
-			return nil
-		}
-		i += j
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			return errors.New("unterminated ${ reference")
-		}
-		if name := s[i+2 : i+end]; !validEnvName(name) {
-			return fmt.Errorf("${%s} is not a valid environment variable reference", name)
-		}
-		i += end + 1
-	}
-}
-
-// callPlaceholders lists every placeholder a call template uses.
-func callPlaceholders(c *Call) []string {
-	names := parseTemplate(c.Path, false).placeholders()
-	for _, v := range c.Query {
-		names = append(names, parseTemplate(v, false).placeholders()...)
-	}
-	for _, v := range c.Headers {
-		names = append(names, parseTemplate(v, true).placeholders()...)
-	}
-	return appendBodyPlaceholders(names, c.Body)
-}
-
-func appendBodyPlaceholders(names []string, v any) []string {
-	switch v := v.(type) {
-	case string:
-		names = append(names, parseTemplate(v, false).placeholders()...)
-	case map[string]any:
-		for _, e := range v {
-			names = appendBodyPlaceholders(names, e)
-		}
-	case map[any]any:
-		for _, e := range v {
-			names = appendBodyPlaceholders(names, e)
-		}
-	case []any:
-		for _, e := range v {
-			names = appendBodyPlaceholders(names, e)
-		}
-	}
-	return names
-}
-
-func isNameRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
-}
-
-func isName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !isNameRune(r) {
-			return false
-		}
-	}
-	return true
-}
-
-func validEnvName(s string) bool {
-	if s == "" || s[0] >= '0' && s[0] <= '9' {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
+	return adapters.Fieldf(path, "%v", err)
 }
 
 // values are what placeholders stand for in one request.
@@ -220,58 +71,63 @@ type values struct {
 	correlationID string
 	answers       map[string]adapters.Answer
 	baseURL       string
+	queuedAt      *time.Time // set while the reference names a queue item
 }
 
-// lookup returns the value of placeholder name. ok is false when the value is
-// absent (an optional argument the caller left out).
-func (v *values) lookup(name string) (val any, ok bool, err error) {
-	switch {
-	case strings.HasPrefix(name, argsPrefix):
-		val, ok = v.args[strings.TrimPrefix(name, argsPrefix)]
-		return val, ok, nil
-	case name == phJobID:
-		return v.jobID, true, nil
-	case name == phJobLocation:
-		if v.location == "" {
-			return nil, false, errors.New("the job has no location")
+// vars returns the values as expression variables.
+func (v *values) vars() expr.Vars {
+	out := expr.Vars{
+		expr.CorrelationID: v.correlationID,
+		expr.BaseURL:       v.baseURL,
+	}
+	args := map[string]any{}
+	for k, a := range v.args {
+		args[k] = expr.Numbers(a)
+	}
+	out[expr.Args] = args
+	if v.jobID != "" {
+		job := map[string]any{"id": v.jobID}
+		if v.location != "" {
+			job["location"] = v.location
 		}
-		return v.location, true, nil
-	case name == phCorrelationID:
-		return v.correlationID, true, nil
-	case name == phBaseURL:
-		return v.baseURL, true, nil
-	case name == phAnswers:
+		out[expr.Job] = job
+	}
+	if v.answers != nil {
 		m := make(map[string]any, len(v.answers))
 		for k, a := range v.answers {
 			entry := map[string]any{"action": a.Action}
 			if a.Content != nil {
-				entry["content"] = a.Content
+				entry["content"] = expr.Numbers(a.Content)
 			}
 			m[k] = entry
 		}
-		return m, true, nil
+		out[expr.Answers] = m
 	}
-	return nil, false, fmt.Errorf("unknown placeholder {%s}", name)
+	return out
 }
 
-// text formats a placeholder value for interpolation into a string: strings
-// as they are, anything else as JSON.
-func text(v any) (string, error) {
-	switch v := v.(type) {
-	case nil:
-		return "", nil
-	case string:
-		return v, nil
+// answerOf is what a rule reads an answer from: the body (decoded JSON, or
+// the text when the answer is not JSON), the HTTP status, the headers with
+// lower-case names, and the request's values.
+func answerOf(v *values, status int, h map[string][]string, body []byte) expr.Answer {
+	vars := v.vars()
+	if decoded, err := expr.DecodeJSON(body); err == nil {
+		vars[expr.Body] = decoded
+	} else {
+		vars[expr.Body] = string(body)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("formatting a value of type %T: %w", v, err)
+	vars[expr.Status] = int64(status)
+	headers := make(map[string]string, len(h))
+	for k, vs := range h {
+		if len(vs) > 0 {
+			headers[strings.ToLower(k)] = vs[0]
+		}
 	}
-	return string(b), nil
+	vars[expr.Headers] = headers
+	return expr.Answer{Raw: body, Vars: vars}
 }
 
-// escaper turns a placeholder's text into what the rendered string holds.
-type escaper func(name, value string) (string, error)
+// escaping
 
 func raw(_, value string) (string, error) { return value, nil }
 
@@ -280,9 +136,9 @@ func raw(_, value string) (string, error) { return value, nil }
 func pathSegment(name, value string) (string, error) {
 	switch value {
 	case "":
-		return "", fmt.Errorf("placeholder {%s} is empty in a path", name)
+		return "", fmt.Errorf("placeholder %s is empty in a path", name)
 	case ".", "..":
-		return "", fmt.Errorf("placeholder {%s} is a dot segment in a path", name)
+		return "", fmt.Errorf("placeholder %s is a dot segment in a path", name)
 	}
 	return url.PathEscape(value), nil
 }
@@ -290,71 +146,75 @@ func pathSegment(name, value string) (string, error) {
 // linkPart escapes job values and arguments as path segments and keeps
 // {base_url} and {job.location}, which are URLs already, as they are.
 func linkPart(name, value string) (string, error) {
-	if name == phBaseURL || name == phJobLocation {
+	if name == "{"+phBaseURL+"}" || name == "{"+phJobLocation+"}" {
 		return value, nil
 	}
 	return url.PathEscape(value), nil
 }
 
-// render interpolates the template. missing reports a template that is
-// exactly one placeholder whose value is absent; an absent argument inside a
-// longer template renders as the empty string.
-func (t template) render(v *values, esc escaper) (s string, missing bool, err error) {
-	if name, ok := t.sole(); ok {
-		val, ok, err := v.lookup(name)
+// A body is compiled into a tree of these: maps, lists, templates for
+// strings, and literal scalars.
+type bodyNode any
+
+// compileBody parses the string leaves of a body as templates.
+func compileBody(path string, v any, s expr.Scope) (bodyNode, []error) {
+	switch v := v.(type) {
+	case string:
+		t, err := expr.ParseTemplate(v, s)
 		if err != nil {
-			return "", false, err
+			return nil, []error{fieldErr(path, err)}
 		}
-		if !ok {
-			return "", true, nil
+		if lit, ok := t.Literal(); ok {
+			return lit, nil
 		}
-		str, err := text(val)
-		if err != nil {
-			return "", false, err
+		return t, nil
+	case map[string]any:
+		out := make(map[string]bodyNode, len(v))
+		var errs []error
+		for _, k := range sortedKeys(v) {
+			n, e := compileBody(path+"."+k, v[k], s)
+			errs = append(errs, e...)
+			out[k] = n
 		}
-		s, err = esc(name, str)
-		return s, false, err
+		return out, errs
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, []error{adapters.Fieldf(path, "key %v is not a string", k)}
+			}
+			m[ks] = e
+		}
+		return compileBody(path, m, s)
+	case []any:
+		out := make([]bodyNode, len(v))
+		var errs []error
+		for i, e := range v {
+			n, es := compileBody(path+"."+strconv.Itoa(i), e, s)
+			errs = append(errs, es...)
+			out[i] = n
+		}
+		return out, errs
+	case nil, bool, int, int64, uint64, float64:
+		return v, nil
+	case time.Time:
+		return v.Format(time.RFC3339Nano), nil
 	}
-	var b strings.Builder
-	for _, seg := range t {
-		if seg.ph == "" {
-			b.WriteString(seg.lit)
-			continue
-		}
-		val, _, err := v.lookup(seg.ph)
-		if err != nil {
-			return "", false, err
-		}
-		str, err := text(val)
-		if err != nil {
-			return "", false, err
-		}
-		str, err = esc(seg.ph, str)
-		if err != nil {
-			return "", false, err
-		}
-		b.WriteString(str)
-	}
-	return b.String(), false, nil
+	return nil, []error{adapters.Fieldf(path, "unsupported value of type %T", v)}
 }
 
-// renderBody builds a request body from its structured template. A string
-// that is exactly one placeholder is replaced by the value with its JSON type;
-// a map entry whose value is an absent argument is left out.
-func renderBody(node any, v *values) (out any, present bool, err error) {
+// renderBody builds a request body from its compiled tree. A string that is
+// exactly one placeholder or expression is replaced by the value with its
+// JSON type; a map entry whose value is absent is left out.
+func renderBody(ctx context.Context, node bodyNode, vars expr.Vars) (out any, present bool, err error) {
 	switch n := node.(type) {
-	case string:
-		t := parseTemplate(n, false)
-		if name, ok := t.sole(); ok {
-			val, ok, err := v.lookup(name)
-			return val, ok, err
-		}
-		s, _, err := t.render(v, raw)
-		return s, true, err
-	case map[string]any:
+	case expr.Template:
+		return n.Value(ctx, vars)
+	case map[string]bodyNode:
 		m := make(map[string]any, len(n))
 		for k, e := range n {
-			r, ok, err := renderBody(e, v)
+			r, ok, err := renderBody(ctx, e, vars)
 			if err != nil {
 				return nil, false, err
 			}
@@ -363,22 +223,10 @@ func renderBody(node any, v *values) (out any, present bool, err error) {
 			}
 		}
 		return m, true, nil
-	case map[any]any:
-		m := make(map[string]any, len(n))
-		for k, e := range n {
-			r, ok, err := renderBody(e, v)
-			if err != nil {
-				return nil, false, err
-			}
-			if ok {
-				m[fmt.Sprint(k)] = r
-			}
-		}
-		return m, true, nil
-	case []any:
+	case []bodyNode:
 		l := make([]any, len(n))
 		for i, e := range n {
-			r, _, err := renderBody(e, v)
+			r, _, err := renderBody(ctx, e, vars)
 			if err != nil {
 				return nil, false, err
 			}
@@ -387,4 +235,25 @@ func renderBody(node any, v *values) (out any, present bool, err error) {
 		return l, true, nil
 	}
 	return node, true, nil
+}
+
+// bodyTemplates lists the templates of a compiled body.
+func bodyTemplates(node bodyNode) []expr.Template {
+	switch n := node.(type) {
+	case expr.Template:
+		return []expr.Template{n}
+	case map[string]bodyNode:
+		var out []expr.Template
+		for _, k := range sortedKeys(n) {
+			out = append(out, bodyTemplates(n[k])...)
+		}
+		return out
+	case []bodyNode:
+		var out []expr.Template
+		for _, e := range n {
+			out = append(out, bodyTemplates(e)...)
+		}
+		return out
+	}
+	return nil
 }
