@@ -24,7 +24,7 @@ spec-check:
 	GO=$(GO) ./specs/run.sh
 
 validate-configs:
-	$(GO) run ./cmd/jobbridge validate configs/*.yaml
+	$(GO) run ./cmd/jobbridge validate configs/*.yaml examples/*/catalog.yaml
 
 conformance:
 	./conformance/run.sh

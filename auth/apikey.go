@@ -14,7 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // apiKeyPrefix starts every key NewAPIKey makes, so that secret scanners
@@ -58,17 +58,17 @@ func loadKeys(c *APIKeysConfig) ([]apiKey, error) {
 	if c.File != "" {
 		b, err := os.ReadFile(c.File)
 		if err != nil {
-			return nil, adapters.Fieldf("api_keys.file", "reading the key file: %v", err)
+			return nil, fielderr.Errorf("api_keys.file", "reading the key file: %v", err)
 		}
 		var f keyFile
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&f); err != nil {
-			return nil, adapters.Fieldf("api_keys.file", "%s: %v", c.File, err)
+			return nil, fielderr.Errorf("api_keys.file", "%s: %v", c.File, err)
 		}
 		var errs []error
 		for _, e := range validateKeys("keys", f.Keys) {
-			errs = append(errs, adapters.Fieldf("api_keys.file", "%s: %v", c.File, e))
+			errs = append(errs, fielderr.Errorf("api_keys.file", "%s: %v", c.File, e))
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
@@ -80,10 +80,10 @@ func loadKeys(c *APIKeysConfig) ([]apiKey, error) {
 	for _, k := range keys {
 		h := strings.ToLower(k.SHA256)
 		if other, dup := seen[h]; dup {
-			return nil, adapters.Fieldf("api_keys", "keys %q and %q are the same key", other, k.Name)
+			return nil, fielderr.Errorf("api_keys", "keys %q and %q are the same key", other, k.Name)
 		}
 		if _, dup := seen["name:"+k.Name]; dup {
-			return nil, adapters.Fieldf("api_keys", "two keys are named %q", k.Name)
+			return nil, fielderr.Errorf("api_keys", "two keys are named %q", k.Name)
 		}
 		seen[h], seen["name:"+k.Name] = k.Name, k.Name
 		principal := k.Principal

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // Config is the catalog's top-level `auth:` block: who may use the HTTP
@@ -170,7 +170,7 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports every problem, joined, each as an [adapters.FieldError]
+// Validate reports every problem, joined, each as an [fielderr.Error]
 // whose path is relative to the `auth:` block (for example
 // "oauth.jwks_url" or "api_keys.keys[1].sha256"). It may be called before or
 // after SetDefaults. It does not read the API key file; [New] does.
@@ -178,20 +178,20 @@ func (c *Config) Validate() error {
 	var errs []error
 	add := func(e ...error) { errs = append(errs, e...) }
 	if c.OAuth == nil && c.APIKeys == nil {
-		add(adapters.Fieldf("", "configure oauth, api_keys or both"))
+		add(fielderr.Errorf("", "configure oauth, api_keys or both"))
 	}
 	switch {
 	case c.Resource != "":
 		if err := checkURL(c.Resource); err != nil {
-			add(adapters.Fieldf("resource", "%v", err))
+			add(fielderr.Errorf("resource", "%v", err))
 		}
 	case c.OAuth != nil:
-		add(adapters.Fieldf("resource", "required with oauth: this server's canonical URL, the audience of its tokens"))
+		add(fielderr.Errorf("resource", "required with oauth: this server's canonical URL, the audience of its tokens"))
 	}
 	for i, s := range c.ScopesSupported {
 		add(checkScope(fmt.Sprintf("scopes_supported[%d]", i), s)...)
 		if s == "offline_access" {
-			add(adapters.Fieldf(fmt.Sprintf("scopes_supported[%d]", i), "a protected resource does not advertise offline_access"))
+			add(fielderr.Errorf(fmt.Sprintf("scopes_supported[%d]", i), "a protected resource does not advertise offline_access"))
 		}
 	}
 	if c.OAuth != nil {
@@ -199,7 +199,7 @@ func (c *Config) Validate() error {
 	}
 	if c.APIKeys != nil {
 		if c.APIKeys.File == "" && len(c.APIKeys.Keys) == 0 {
-			add(adapters.Fieldf("api_keys", "set file, keys or both"))
+			add(fielderr.Errorf("api_keys", "set file, keys or both"))
 		}
 		add(validateKeys("api_keys.keys", c.APIKeys.Keys)...)
 	}
@@ -210,29 +210,29 @@ func (o *OAuthConfig) validate() []error {
 	var errs []error
 	add := func(e ...error) { errs = append(errs, e...) }
 	if o.Issuer == "" {
-		add(adapters.Fieldf("oauth.issuer", "required"))
+		add(fielderr.Errorf("oauth.issuer", "required"))
 	} else if err := checkURL(o.Issuer); err != nil {
-		add(adapters.Fieldf("oauth.issuer", "%v", err))
+		add(fielderr.Errorf("oauth.issuer", "%v", err))
 	}
 	if o.JWKSURL == "" {
-		add(adapters.Fieldf("oauth.jwks_url", "required"))
+		add(fielderr.Errorf("oauth.jwks_url", "required"))
 	} else if err := checkURL(o.JWKSURL); err != nil {
-		add(adapters.Fieldf("oauth.jwks_url", "%v", err))
+		add(fielderr.Errorf("oauth.jwks_url", "%v", err))
 	}
 	for i, alg := range o.Algorithms {
 		if !slices.Contains(asymmetricAlgorithms, alg) {
-			add(adapters.Fieldf(fmt.Sprintf("oauth.algorithms[%d]", i), "%q is not allowed; use one of %s", alg, strings.Join(asymmetricAlgorithms, ", ")))
+			add(fielderr.Errorf(fmt.Sprintf("oauth.algorithms[%d]", i), "%q is not allowed; use one of %s", alg, strings.Join(asymmetricAlgorithms, ", ")))
 		}
 	}
 	if o.Leeway < 0 || o.Leeway > maxLeeway {
-		add(adapters.Fieldf("oauth.leeway", "must be between 0 and %v", maxLeeway))
+		add(fielderr.Errorf("oauth.leeway", "must be between 0 and %v", maxLeeway))
 	}
 	if o.JWKSMinRefresh != 0 && o.JWKSMinRefresh < minJWKSMinRefresh {
-		add(adapters.Fieldf("oauth.jwks_min_refresh", "must be at least %v", minJWKSMinRefresh))
+		add(fielderr.Errorf("oauth.jwks_min_refresh", "must be at least %v", minJWKSMinRefresh))
 	}
 	for i, s := range o.AuthorizationServers {
 		if err := checkURL(s); err != nil {
-			add(adapters.Fieldf(fmt.Sprintf("oauth.authorization_servers[%d]", i), "%v", err))
+			add(fielderr.Errorf(fmt.Sprintf("oauth.authorization_servers[%d]", i), "%v", err))
 		}
 	}
 	return errs
@@ -246,31 +246,31 @@ func validateKeys(path string, keys []APIKey) []error {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		switch {
 		case !keyNameRE.MatchString(k.Name):
-			errs = append(errs, adapters.Fieldf(p+".name", "must be 1 to 64 of A-Z a-z 0-9 _ . -"))
+			errs = append(errs, fielderr.Errorf(p+".name", "must be 1 to 64 of A-Z a-z 0-9 _ . -"))
 		case names[k.Name]:
-			errs = append(errs, adapters.Fieldf(p+".name", "duplicate key name %q", k.Name))
+			errs = append(errs, fielderr.Errorf(p+".name", "duplicate key name %q", k.Name))
 		}
 		names[k.Name] = true
 		switch h := strings.ToLower(k.SHA256); {
 		case !sha256RE.MatchString(k.SHA256):
-			errs = append(errs, adapters.Fieldf(p+".sha256", "must be the 64 hex digits of the key's SHA-256"))
+			errs = append(errs, fielderr.Errorf(p+".sha256", "must be the 64 hex digits of the key's SHA-256"))
 		case hashes[h]:
-			errs = append(errs, adapters.Fieldf(p+".sha256", "the same key is listed twice"))
+			errs = append(errs, fielderr.Errorf(p+".sha256", "the same key is listed twice"))
 		default:
 			hashes[h] = true
 		}
 		if hasControl(k.Principal) || strings.TrimSpace(k.Principal) != k.Principal {
-			errs = append(errs, adapters.Fieldf(p+".principal", "must not contain control characters or surrounding spaces"))
+			errs = append(errs, fielderr.Errorf(p+".principal", "must not contain control characters or surrounding spaces"))
 		}
 		if hasControl(k.Tenant) {
-			errs = append(errs, adapters.Fieldf(p+".tenant", "must not contain control characters"))
+			errs = append(errs, fielderr.Errorf(p+".tenant", "must not contain control characters"))
 		}
 		for j, s := range k.Scopes {
 			errs = append(errs, checkScope(fmt.Sprintf("%s.scopes[%d]", p, j), s)...)
 		}
 		for j, g := range k.Groups {
 			if g == "" || hasControl(g) {
-				errs = append(errs, adapters.Fieldf(fmt.Sprintf("%s.groups[%d]", p, j), "must be a non-empty name without control characters"))
+				errs = append(errs, fielderr.Errorf(fmt.Sprintf("%s.groups[%d]", p, j), "must be a non-empty name without control characters"))
 			}
 		}
 	}
@@ -310,11 +310,11 @@ func loopbackHost(host string) bool {
 // WWW-Authenticate header.
 func checkScope(path, s string) []error {
 	if s == "" {
-		return []error{adapters.Fieldf(path, "empty scope")}
+		return []error{fielderr.Errorf(path, "empty scope")}
 	}
 	for _, c := range s {
 		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return []error{adapters.Fieldf(path, "scope %q may only contain printable ASCII other than space, '\"' and '\\'", s)}
+			return []error{fielderr.Errorf(path, "scope %q may only contain printable ASCII other than space, '\"' and '\\'", s)}
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // fieldPaths lists the paths of the FieldErrors joined in err.
@@ -22,9 +22,9 @@ func fieldPaths(t *testing.T, err error) []string {
 			}
 			return
 		}
-		var fe *adapters.FieldError
+		var fe *fielderr.Error
 		if !errors.As(err, &fe) {
-			t.Errorf("error %q is not a *adapters.FieldError", err)
+			t.Errorf("error %q is not a *fielderr.Error", err)
 			return
 		}
 		paths = append(paths, fe.Path)
@@ -146,7 +146,7 @@ func TestNewReportsInvalidConfig(t *testing.T) {
 	c := validConfig()
 	c.OAuth.Algorithms = []string{"HS256"}
 	_, err := New(t.Context(), c, nil)
-	var fe *adapters.FieldError
+	var fe *fielderr.Error
 	if !errors.As(err, &fe) || fe.Path != "oauth.algorithms[0]" {
 		t.Errorf("New = %v, want a FieldError at oauth.algorithms[0]", err)
 	}

@@ -129,6 +129,17 @@ func (m *memBackend) job(id string) *memJob {
 	return m.jobs[id]
 }
 
+// stateOf returns the state of job id, read under the backend's lock
+// (false when there is no such job).
+func (m *memBackend) stateOf(id string) (adapters.State, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j := m.jobs[id]; j != nil {
+		return j.state, true
+	}
+	return 0, false
+}
+
 func (m *memBackend) setObsErr(id string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -83,21 +83,34 @@ func fakeURL(t testing.TB, s *jobapi.Server) string {
 	return v.(string)
 }
 
+// restType is the REST backend type, as jobbridge serve hands it to the
+// catalog loader.
+var restType = catalog.BackendType{
+	Name:      "rest",
+	NewConfig: func() catalog.Block { return new(rest.BackendConfig) },
+	NewJob:    func() catalog.JobBlock { return new(rest.JobConfig) },
+}
+
+// restBackend returns the config of the catalog's REST backend called name.
+func restBackend(cat *catalog.Catalog, name string) *rest.BackendConfig {
+	return cat.Backends[name].Config.(*rest.BackendConfig)
+}
+
 func loadCatalog(t testing.TB, baseURL string) *catalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Load("testdata/catalog.yaml")
+	cat, err := catalog.Load("testdata/catalog.yaml", restType)
 	if err != nil {
 		t.Fatalf("loading catalog: %v", err)
 	}
 	for _, be := range cat.Backends {
-		be.REST.BaseURL = baseURL
+		be.Config.(*rest.BackendConfig).BaseURL = baseURL
 	}
 	return cat
 }
 
 func (h *harness) start(o harnessOptions) {
 	t := h.t
-	fakeURLs.Store(h.fake, h.cat.Backends["jobs"].REST.BaseURL)
+	fakeURLs.Store(h.fake, restBackend(h.cat, "jobs").BaseURL)
 	if o.tune != nil {
 		o.tune(h.cat)
 	}
@@ -108,9 +121,9 @@ func (h *harness) start(o harnessOptions) {
 	h.store = store
 	jobs := map[string]rest.JobConfig{}
 	for _, tl := range h.cat.Tools {
-		jobs[tl.Name] = *tl.REST
+		jobs[tl.Name] = *tl.Job.(*rest.JobConfig)
 	}
-	a, err := rest.New("jobs", *h.cat.Backends["jobs"].REST, jobs, nil)
+	a, err := rest.New("jobs", *restBackend(h.cat, "jobs"), jobs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

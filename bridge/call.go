@@ -21,11 +21,15 @@ import (
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
+// ConfirmKey is the input request key of a tool's confirmation: answer it
+// with accept and {"confirm": true} to submit the job.
+const ConfirmKey = "jobbridge.confirm"
+
 // Input-request keys the bridge itself uses. Backend keys are passed through
 // as the adapter reports them; these carry a prefix no backend key is
 // expected to use.
 const (
-	confirmKey   = "jobbridge.confirm"
+	confirmKey   = ConfirmKey
 	argumentsKey = "jobbridge.arguments"
 )
 

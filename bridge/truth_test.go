@@ -233,7 +233,7 @@ func TestSyncBudgetCancelsTheJob(t *testing.T) {
 	if res.Result == nil || !res.Result.IsError || !strings.Contains(res.Result.Text(), "was cancelled") {
 		t.Fatalf("got %+v, want an isError result saying the job was cancelled", res.Result)
 	}
-	waitUntil(t, "the job is cancelled downstream", func() bool { return mem.job("mem-1").state == adapters.StateCancelled })
+	waitUntil(t, "the job is cancelled downstream", func() bool { st, ok := mem.stateOf("mem-1"); return ok && st == adapters.StateCancelled })
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -264,7 +264,7 @@ func TestSyncCallCancelledByTheClient(t *testing.T) {
 	} else if rpcErr := (*jsonrpc.Error)(nil); !errors.As(r.Error, &rpcErr) || rpcErr.Code == 0 {
 		t.Errorf("cancelled request answered with %v, want a JSON-RPC error with a real code", r.Error)
 	}
-	waitUntil(t, "the job is cancelled downstream", func() bool { return mem.job("mem-1").state == adapters.StateCancelled })
+	waitUntil(t, "the job is cancelled downstream", func() bool { st, ok := mem.stateOf("mem-1"); return ok && st == adapters.StateCancelled })
 }
 
 // The backend's reasons reach the caller, not only the log.

@@ -5,11 +5,16 @@
 // Loading reports every problem at once, each as "file:line:col: path:
 // message" (see [Error]); unknown keys are errors; a YAML syntax error is
 // reported at the character that breaks the file; each tool's input schema
-// is checked against the JSON Schema draft 2020-12 meta-schema rules, its
-// defaults against their own schemas, and a REST backend's literal or
-// localhost base_url against the networks the adapter refuses, so that a
-// mistake is a clear error when the catalog loads rather than a failure at
-// call time.
+// is checked against the JSON Schema draft 2020-12 meta-schema rules, and its
+// defaults against their own schemas, so that a mistake is a clear error when
+// the catalog loads rather than a failure at call time.
+//
+// The catalog imports no adapter. The program hands the loader the backend
+// types it knows ([BackendType]); each type decodes and validates its own
+// blocks (a REST backend, for example, checks a literal or localhost
+// base_url against the networks its adapter refuses), and the catalog
+// reports what they find at the line and column of the field at fault, or
+// of the character inside its value.
 package catalog
 
 import (
@@ -17,12 +22,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/auth"
-
-	"github.com/jobbridge/jobbridge/adapters/awsbatch"
-	"github.com/jobbridge/jobbridge/adapters/githubactions"
-	"github.com/jobbridge/jobbridge/adapters/rest"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // Catalog is a loaded, validated catalog.
@@ -43,6 +44,10 @@ type Catalog struct {
 	Auth *auth.Config
 	// Limits bound what one caller, and one request, may consume.
 	Limits Limits
+	// Warnings are what the job blocks' Warnings methods (see [Warner])
+	// found: allowed, but probably mistakes. They are positioned like
+	// errors, in file order, and do not keep the catalog from loading.
+	Warnings Errors
 }
 
 // Limits is the catalog's `limits:` block. Every limit has a default.
@@ -106,11 +111,11 @@ func (l *Limits) Validate() error {
 		{"max_result_bytes", int64(l.MaxResultBytes), 1 << 10},
 	} {
 		if f.v < f.min {
-			errs = append(errs, adapters.Fieldf(f.path, "must be at least %d", f.min))
+			errs = append(errs, fielderr.Errorf(f.path, "must be at least %d", f.min))
 		}
 	}
 	if l.MaxInputWait < time.Minute {
-		errs = append(errs, adapters.Fieldf("max_input_wait", "must be at least 1m"))
+		errs = append(errs, fielderr.Errorf("max_input_wait", "must be at least 1m"))
 	}
 	return errors.Join(errs...)
 }
@@ -142,15 +147,16 @@ type Server struct {
 // Backend is one entry of the `backends:` map.
 type Backend struct {
 	Name string
-	// Type selects the adapter: "rest" (others come with their adapters).
+	// Type names the backend's [BackendType]: "rest", "aws_batch", ...
 	Type string
-	// REST is set when Type is "rest".
-	REST *rest.BackendConfig
-	// AWSBatch is set when Type is "aws_batch".
-	AWSBatch *awsbatch.BackendConfig
-	// GitHubActions is set when Type is "github_actions".
-	GitHubActions *githubactions.BackendConfig
-	Pos           Position
+	// Config is the decoded backend config: the pointer the type's
+	// NewConfig returned (a *rest.BackendConfig for "rest", say), with its
+	// defaults applied.
+	Config any
+	// EnvRefs are the sorted names of the environment variables that the
+	// config's secrets reference as ${NAME} (see BackendType.EnvValues).
+	EnvRefs []string
+	Pos     Position
 }
 
 // TaskMode says whether a tool's calls become tasks.
@@ -200,14 +206,11 @@ type Tool struct {
 	// Allow restricts who may see and call the tool when the server
 	// authenticates its callers. Nil: every authenticated caller.
 	Allow *Policy
-	// REST is the tool's job block when the backend's type is "rest".
-	REST *rest.JobConfig
-	// AWSBatch is the tool's job block when the backend's type is "aws_batch".
-	AWSBatch *awsbatch.JobConfig
-	// GitHubActions is the tool's job block when the backend's type is
-	// "github_actions".
-	GitHubActions *githubactions.JobConfig
-	Pos           Position
+	// Job is the tool's decoded job block: the pointer its backend type's
+	// NewJob returned (a *rest.JobConfig for a "rest" backend, say), with
+	// its defaults applied. Nil when the backend is unknown.
+	Job any
+	Pos Position
 }
 
 // Confirm is a confirmation prompt.

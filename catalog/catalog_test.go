@@ -14,8 +14,38 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jobbridge/jobbridge/adapters/awsbatch"
+	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
 )
+
+// adapterTypes are the backend types of the adapters, as the binary hands
+// them to the loader: the testdata catalogs use all three.
+var adapterTypes = []BackendType{
+	{
+		Name:      "rest",
+		NewConfig: func() Block { return new(rest.BackendConfig) },
+		NewJob:    func() JobBlock { return new(rest.JobConfig) },
+		EnvValues: func(c Block) []string {
+			var values []string
+			for _, v := range c.(*rest.BackendConfig).Headers {
+				values = append(values, v)
+			}
+			return values
+		},
+	},
+	{
+		Name:      "aws_batch",
+		NewConfig: func() Block { return new(awsbatch.BackendConfig) },
+		NewJob:    func() JobBlock { return new(awsbatch.JobConfig) },
+	},
+	{
+		Name:      "github_actions",
+		NewConfig: func() Block { return new(githubactions.BackendConfig) },
+		NewJob:    func() JobBlock { return new(githubactions.JobConfig) },
+		EnvValues: func(c Block) []string { return []string{c.(*githubactions.BackendConfig).Token} },
+	},
+}
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.errors golden files")
 
@@ -33,7 +63,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestLoadValid(t *testing.T) {
 	const file = "testdata/valid.yaml"
-	got, err := Load(file)
+	got, err := Load(file, adapterTypes...)
 	if err != nil {
 		t.Fatalf("Load(%s): %v", file, err)
 	}
@@ -104,8 +134,8 @@ func TestLoadValid(t *testing.T) {
 			Instructions: "Runs demo jobs on the local job API.",
 		},
 		Backends: map[string]*Backend{
-			"jobs":    {Name: "jobs", Type: "rest", REST: jobs, Pos: Position{file, 14, 3}},
-			"archive": {Name: "archive", Type: "rest", REST: archive, Pos: Position{file, 24, 3}},
+			"jobs":    {Name: "jobs", Type: "rest", Config: jobs, EnvRefs: []string{"JOBS_TOKEN", "TEAM"}, Pos: Position{file, 14, 3}},
+			"archive": {Name: "archive", Type: "rest", Config: archive, Pos: Position{file, 24, 3}},
 		},
 		BackendOrder: []string{"jobs", "archive"},
 		Tools: []*Tool{
@@ -124,7 +154,7 @@ func TestLoadValid(t *testing.T) {
 				SyncBudget:   30 * time.Second,
 				MissingGrace: time.Minute,
 				Annotations:  &Annotations{ReadOnly: ptr(true), OpenWorld: ptr(false)},
-				REST:         slowJob,
+				Job:          slowJob,
 				Pos:          Position{file, 28, 5},
 			},
 			{
@@ -141,7 +171,7 @@ func TestLoadValid(t *testing.T) {
 				TTL:             12 * time.Hour,
 				MissingGrace:    time.Minute,
 				Annotations:     &Annotations{Destructive: ptr(true), Idempotent: ptr(true)},
-				REST:            deleteJob,
+				Job:             deleteJob,
 				Pos:             Position{file, 65, 5},
 			},
 		},
@@ -175,7 +205,7 @@ tools:
       job_id: {field: id}
       status: {path: "/jobs/{job.id}", field: status, states: {done: succeeded}}
 `
-	c, err := Parse("inline.yaml", []byte(src))
+	c, err := Parse("inline.yaml", []byte(src), adapterTypes...)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -219,7 +249,7 @@ func TestLoadValidFixtures(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			if _, err := Load(file); err != nil {
+			if _, err := Load(file, adapterTypes...); err != nil {
 				t.Errorf("Load(%s):\n%v", file, err)
 			}
 		})
@@ -230,7 +260,7 @@ func TestLoadValidFixtures(t *testing.T) {
 // bridge reads it, carries each property's default, so that it can be
 // applied to an omitted argument.
 func TestInputSchemaKeepsDefaults(t *testing.T) {
-	c, err := Load("testdata/valid-schema-keywords.yaml")
+	c, err := Load("testdata/valid-schema-keywords.yaml", adapterTypes...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +286,11 @@ func TestInputSchemaKeepsDefaults(t *testing.T) {
 // TestParseAnchors checks that YAML anchors, aliases and merge keys work, so
 // that operators can share blocks between tools.
 func TestParseAnchors(t *testing.T) {
-	got, err := Load("testdata/valid-anchors.yaml")
+	got, err := Load("testdata/valid-anchors.yaml", adapterTypes...)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want, err := Load("testdata/valid-anchors-expanded.yaml")
+	want, err := Load("testdata/valid-anchors-expanded.yaml", adapterTypes...)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -294,7 +324,7 @@ func TestParseErrors(t *testing.T) {
 			continue
 		}
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
-			c, err := Load(file)
+			c, err := Load(file, adapterTypes...)
 			if err == nil {
 				t.Fatalf("Load(%s) = %v, want errors", file, c)
 			}
@@ -323,7 +353,7 @@ func TestParseErrors(t *testing.T) {
 // TestManyErrorsAtOnce checks that one load reports problems from every part
 // of the file, not only the first.
 func TestManyErrorsAtOnce(t *testing.T) {
-	_, err := Load("testdata/many-errors.yaml")
+	_, err := Load("testdata/many-errors.yaml", adapterTypes...)
 	var errs Errors
 	if !errors.As(err, &errs) {
 		t.Fatalf("Load error %v is not Errors", err)
@@ -367,7 +397,7 @@ func TestErrorsHideHeaderValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := "version: 1\nbackends:\n  jobs:\n    type: rest\n    base_url: https://jobs.example.com\n    headers: " + tt.headers + "\n"
-			_, err := Parse("secret.yaml", []byte(src))
+			_, err := Parse("secret.yaml", []byte(src), adapterTypes...)
 			if err == nil {
 				t.Fatal("Parse succeeded, want errors")
 			}
@@ -382,7 +412,7 @@ func TestErrorsHideHeaderValues(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
-	_, err := Load(filepath.Join(t.TempDir(), "absent.yaml"))
+	_, err := Load(filepath.Join(t.TempDir(), "absent.yaml"), adapterTypes...)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(absent) error = %v, want one wrapping os.ErrNotExist", err)
 	}
@@ -442,7 +472,7 @@ func TestConfirmMessage(t *testing.T) {
 }
 
 func TestEnvRefs(t *testing.T) {
-	c, err := Load("testdata/valid.yaml")
+	c, err := Load("testdata/valid.yaml", adapterTypes...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +516,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.yaml", data)
+		c, err := Parse("fuzz.yaml", data, adapterTypes...)
 		if err == nil {
 			if c == nil {
 				t.Fatal("Parse returned neither a catalog nor an error")

@@ -33,6 +33,9 @@ type decoder struct {
 	// keyPos holds the position of the key of every mapping entry decoded
 	// so far by the entry's path, for problems with a key itself.
 	keyPos map[string]Position
+	// nodes holds the value node (as written: an alias is not followed) of
+	// every path recorded, to place problems inside a scalar value.
+	nodes map[string]*yaml.Node
 	// failed holds the paths at which decoding reported a problem.
 	failed map[string]bool
 	// expanding holds the alias targets being decoded, to stop cycles.
@@ -51,6 +54,7 @@ func newDecoder(file string, budget int) *decoder {
 		file:      file,
 		pos:       map[string]Position{},
 		keyPos:    map[string]Position{},
+		nodes:     map[string]*yaml.Node{},
 		failed:    map[string]bool{},
 		expanding: map[*yaml.Node]bool{},
 		budget:    budget,
@@ -58,8 +62,9 @@ func newDecoder(file string, budget int) *decoder {
 }
 
 var (
-	durationType = reflect.TypeFor[time.Duration]()
-	nodeType     = reflect.TypeFor[*yaml.Node]()
+	durationType    = reflect.TypeFor[time.Duration]()
+	nodeType        = reflect.TypeFor[*yaml.Node]()
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 )
 
 func (d *decoder) position(n *yaml.Node) Position {
@@ -86,6 +91,7 @@ func (d *decoder) record(path string, key, val *yaml.Node) {
 		}
 	}
 	d.pos[path] = d.position(n)
+	d.nodes[path] = val
 }
 
 // at returns the position of the value at path, or of its nearest recorded
@@ -238,6 +244,13 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		return
 	case t == durationType:
 		d.duration(n, path, v)
+		return
+	case t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(unmarshalerType):
+		// A config type that reads its own YAML (an int or a list of
+		// them, say); its error is placed at the value.
+		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
+			d.errorf(n, path, "%v", err)
+		}
 		return
 	}
 	switch t.Kind() {

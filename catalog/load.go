@@ -16,11 +16,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/jobbridge/jobbridge/adapters"
-	"github.com/jobbridge/jobbridge/adapters/awsbatch"
-	"github.com/jobbridge/jobbridge/adapters/githubactions"
-	"github.com/jobbridge/jobbridge/adapters/rest"
 	"github.com/jobbridge/jobbridge/auth"
+	"github.com/jobbridge/jobbridge/internal/fielderr"
 )
 
 // Built-in defaults for the settings a tool (or the `defaults:` block) may
@@ -44,27 +41,37 @@ const (
 // package reads.
 const FormatVersion = 1
 
-// Load reads the catalog file at path and parses it with [Parse]. A file that
-// cannot be read is reported as a plain error; problems in its content as
-// [Errors].
-func Load(path string) (*Catalog, error) {
+// Load reads the catalog file at path and parses it with [Parse], knowing
+// the backend types given. A file that cannot be read is reported as a plain
+// error; problems in its content as [Errors].
+func Load(path string, types ...BackendType) (*Catalog, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading catalog: %w", err)
 	}
-	return Parse(path, data)
+	return Parse(path, data, types...)
 }
 
 // Parse decodes and validates a catalog. file names the catalog in positions
 // and in Catalog.File. When the catalog is not valid, the error is an
 // [Errors] holding every problem found, in file order.
 //
+// The backends a catalog may declare are those of the types given: a `type:`
+// that names none of them is an error that lists them. Types that are
+// malformed (no name, a name given twice, a constructor that does not return
+// a pointer to a struct) are reported as a plain error: the program is wrong,
+// not the file. The warnings of a valid catalog are in [Catalog.Warnings].
+//
 // Top-level keys that start with "x-" are ignored, so that they can hold YAML
 // anchors shared by several tools. Parse does not read the environment:
 // ${NAME} references in header values are kept as written (see
 // [Catalog.EnvRefs]).
-func Parse(file string, data []byte) (*Catalog, error) {
-	l := &loader{decoder: newDecoder(file, nodeBudget(len(data)))}
+func Parse(file string, data []byte, types ...BackendType) (*Catalog, error) {
+	set, err := checkTypes(types)
+	if err != nil {
+		return nil, err
+	}
+	l := &loader{decoder: newDecoder(file, nodeBudget(len(data))), src: data, types: set}
 	c := l.load(data)
 	if len(l.errs) > 0 {
 		l.errs.sort()
@@ -73,6 +80,8 @@ func Parse(file string, data []byte) (*Catalog, error) {
 	sum := sha256.Sum256(data)
 	c.File = file
 	c.Revision = hex.EncodeToString(sum[:])[:12]
+	l.warnings.sort()
+	c.Warnings = l.warnings
 	return c, nil
 }
 
@@ -117,34 +126,24 @@ type toolEntry struct {
 	Job *yaml.Node `yaml:"job"`
 }
 
-// backendTypes lists the known backend types, for messages.
-const backendTypes = "rest, aws_batch, github_actions"
-
-// block is an adapter's config block (a backend or a tool's job): decoded,
-// given its defaults, then validated.
-type block interface {
-	SetDefaults()
-	Validate() error
-}
-
-// jobBlock is a tool's job block.
-type jobBlock interface {
-	block
-	// ArgNames lists the {args.NAME} placeholders the block uses.
-	ArgNames() []string
-}
-
 // decodeBlock decodes the mapping n into a new T (all its keys but skip),
 // applies the defaults and reports what Validate finds, at path.
 func decodeBlock[T any, PT interface {
 	*T
-	block
+	Block
 }](l *loader, n *yaml.Node, path string, skip string) *T {
 	v := new(T)
-	l.decode(withoutKey(n, skip), path, reflect.ValueOf(v).Elem())
-	PT(v).SetDefaults()
-	l.fieldErrors(path, PT(v).Validate())
+	l.decodeInto(PT(v), n, path, skip)
 	return v
+}
+
+// decodeInto decodes the mapping n into v, a pointer to a struct (all its
+// keys but skip), applies the defaults and reports what Validate finds, at
+// path.
+func (l *loader) decodeInto(v Block, n *yaml.Node, path string, skip string) {
+	l.decode(withoutKey(n, skip), path, reflect.ValueOf(v).Elem())
+	v.SetDefaults()
+	l.fieldErrors(path, v.Validate())
 }
 
 // withoutKey returns a copy of the mapping n without the pair whose key is
@@ -174,6 +173,11 @@ var (
 // its decoder.
 type loader struct {
 	*decoder
+	// src is the file's text, to place problems inside scalar values.
+	src   []byte
+	types typeSet
+	// warnings are the job blocks' warnings, positioned like errors.
+	warnings Errors
 }
 
 func (l *loader) load(data []byte) *Catalog {
@@ -304,7 +308,7 @@ func (l *loader) backends(n *yaml.Node) (map[string]*Backend, []string) {
 		}
 		typ := lookup(val, "type")
 		if typ == nil {
-			l.errorAt(l.position(p.key), path+".type", fmt.Errorf("required (known: %s)", backendTypes))
+			l.errorAt(l.position(p.key), path+".type", fmt.Errorf("required (%s)", l.types.known()))
 			continue
 		}
 		r := resolved(typ)
@@ -313,16 +317,19 @@ func (l *loader) backends(n *yaml.Node) (map[string]*Backend, []string) {
 			continue
 		}
 		b.Type = r.Value
-		switch b.Type {
-		case "rest":
-			b.REST = decodeBlock[rest.BackendConfig](l, p.val, path, "type")
-			l.fieldErrors(path, b.REST.CheckAddress())
-		case "aws_batch":
-			b.AWSBatch = decodeBlock[awsbatch.BackendConfig](l, p.val, path, "type")
-		case "github_actions":
-			b.GitHubActions = decodeBlock[githubactions.BackendConfig](l, p.val, path, "type")
-		default:
-			l.errorAt(l.position(typ), path+".type", fmt.Errorf("unknown backend type %q (known: %s)", b.Type, backendTypes))
+		bt, ok := l.types.byName[b.Type]
+		if !ok {
+			l.errorAt(l.position(typ), path+".type", fmt.Errorf("unknown backend type %q (%s)", b.Type, l.types.known()))
+			continue
+		}
+		cfg := bt.NewConfig()
+		l.decodeInto(cfg, p.val, path, "type")
+		if c, ok := cfg.(AddressChecker); ok {
+			l.fieldErrors(path, c.CheckAddress())
+		}
+		b.Config = cfg
+		if bt.EnvValues != nil {
+			b.EnvRefs = envRefsOf(bt.EnvValues(cfg))
 		}
 	}
 	return backends, order
@@ -458,12 +465,11 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 		l.invalid(backendPath, errors.New("required"))
 	case b == nil:
 		l.invalid(backendPath, fmt.Errorf("unknown backend %q%s", te.Backend, known(backends)))
-	case b.Type == "rest":
-		t.REST = decodeJob[rest.JobConfig](l, path+".job", te.Job, props)
-	case b.Type == "aws_batch":
-		t.AWSBatch = decodeJob[awsbatch.JobConfig](l, path+".job", te.Job, props)
-	case b.Type == "github_actions":
-		t.GitHubActions = decodeJob[githubactions.JobConfig](l, path+".job", te.Job, props)
+	default:
+		// A backend of an unknown type was reported where it is declared.
+		if bt, ok := l.types.byName[b.Type]; ok {
+			t.Job = l.job(bt.NewJob(), path+".job", te.Job, props)
+		}
 	}
 	return t
 }
@@ -481,24 +487,36 @@ func known(backends map[string]*Backend) string {
 	return " (known: " + strings.Join(names, ", ") + ")"
 }
 
-// decodeJob decodes and checks a tool's job block. props are the input
-// schema's properties, or nil when the schema is unusable.
-func decodeJob[T any, PT interface {
-	*T
-	jobBlock
-}](l *loader, path string, n *yaml.Node, props map[string]bool) *T {
+// job decodes a tool's job block n at path into job, checks it and
+// collects its warnings. props are the input schema's properties, or nil
+// when the schema is unusable. It returns job, or nil when n is absent.
+func (l *loader) job(job JobBlock, path string, n *yaml.Node, props map[string]bool) JobBlock {
 	if n == nil {
 		l.invalid(path, errors.New("required: the calls that start and observe the job"))
 		return nil
 	}
-	job := decodeBlock[T, PT](l, n, path, "")
+	l.decodeInto(job, n, path, "")
 	if props != nil {
-		for _, name := range PT(job).ArgNames() {
+		for _, name := range job.ArgNames() {
 			if props[name] {
 				continue
 			}
-			at, pos := l.findText(n, path, "{args."+name+"}")
+			// A placeholder, else an expression reading the argument.
+			var at string
+			var pos Position
+			for _, text := range []string{"{args." + name + "}", "args." + name, `args["` + name + `"]`, "args['" + name + "']"} {
+				if at, pos = l.findText(n, path, text); at != path {
+					break
+				}
+			}
 			l.errorAt(pos, at, noProperty(name, props))
+		}
+	}
+	if w, ok := job.(Warner); ok {
+		for _, e := range l.placeAll(path, w.Warnings()) {
+			if !l.decodeFailed(e.Path) {
+				l.warnings = append(l.warnings, e)
+			}
 		}
 	}
 	return job
@@ -532,10 +550,22 @@ func (l *loader) decodeFailed(path string) bool {
 // fieldErrors reports the problems a config's Validate found in the block at
 // path, each at the position of the field it names.
 func (l *loader) fieldErrors(block string, err error) {
+	for _, e := range l.placeAll(block, err) {
+		if !l.decodeFailed(e.Path) {
+			l.errs = append(l.errs, e)
+		}
+	}
+}
+
+// placeAll positions the problems err holds (joined) in the block at path:
+// a [fielderr.Error] at the field it names, and with an Offset at that byte
+// of the field's value; any other error at the block.
+func (l *loader) placeAll(block string, err error) Errors {
+	var out Errors
 	for _, e := range leaves(err) {
-		var fe *adapters.FieldError
+		var fe *fielderr.Error
 		if !errors.As(e, &fe) {
-			l.invalid(block, e)
+			out = append(out, &Error{Pos: l.at(block), Path: block, Err: e})
 			continue
 		}
 		path := block
@@ -549,8 +579,15 @@ func (l *loader) fieldErrors(block string, err error) {
 				}
 			}
 		}
-		l.invalid(path, fe.Err)
+		pos := l.at(path)
+		if n := l.nodes[path]; n != nil && fe.Offset > 0 {
+			if p, ok := l.inValue(n, fe.Offset); ok {
+				pos = p
+			}
+		}
+		out = append(out, &Error{Pos: pos, Path: path, Err: fe.Err})
 	}
+	return out
 }
 
 // leaves flattens errors.Join trees.

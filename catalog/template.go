@@ -120,26 +120,29 @@ func renderArg(v any) string {
 }
 
 // EnvRefs returns the sorted names of the environment variables that backend
-// secrets (REST header values, GitHub tokens) reference as ${NAME}, so that a
-// validator can warn about
-// unset ones. The catalog itself never reads the environment.
+// secrets (REST header values, GitHub tokens: what each backend type's
+// EnvValues returns) reference as ${NAME}, so that a validator can warn
+// about unset ones. The catalog itself never reads the environment.
 func (c *Catalog) EnvRefs() []string {
-	seen := map[string]bool{}
-	var values []string
+	var names []string
 	for _, b := range c.Backends {
-		switch {
-		case b.REST != nil:
-			for _, v := range b.REST.Headers {
-				values = append(values, v)
-			}
-		case b.GitHubActions != nil:
-			values = append(values, b.GitHubActions.Token)
-		}
+		names = append(names, b.EnvRefs...)
 	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// envRefsOf returns the sorted, distinct names of the well-formed ${NAME}
+// references in values.
+func envRefsOf(values []string) []string {
+	seen := map[string]bool{}
 	for _, v := range values {
 		for _, name := range envRefs(v) {
 			seen[name] = true
 		}
+	}
+	if len(seen) == 0 {
+		return nil
 	}
 	names := make([]string, 0, len(seen))
 	for name := range seen {

@@ -84,6 +84,17 @@ const MaxCost = 1_000_000
 // decoded JSON values (see [DecodeJSON]), strings and int64s.
 type Vars map[string]any
 
+// CallVars are the variables of a tool call: its arguments (a copy, with
+// their numbers converted as [Numbers] does, so that 3 renders "3" and
+// args.n + 1 works as it reads) and its correlation ID.
+func CallVars(args map[string]any, correlationID string) Vars {
+	a, _ := Numbers(args).(map[string]any)
+	if a == nil {
+		a = map[string]any{}
+	}
+	return Vars{Args: a, CorrelationID: correlationID}
+}
+
 // Error is a mistake in an expression or template. Offset, when positive,
 // is the 1-based byte position of the mistake in the source text.
 type Error struct {

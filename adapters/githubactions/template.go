@@ -33,35 +33,9 @@ func parseField(path, v string, scope expr.Scope) (expr.Template, error) {
 	return t, nil
 }
 
-// vars are the values the templates of one dispatch see. Arguments are
-// decoded JSON; integral numbers become int64 (on a copy: the request's map
-// is not changed), so that 3 renders "3" and args.n + 1 works as it reads.
+// vars are the values the templates of one submission see.
 func vars(req adapters.StartRequest) expr.Vars {
-	args, _ := jsonValue(req.Arguments).(map[string]any)
-	if args == nil {
-		args = map[string]any{}
-	}
-	return expr.Vars{expr.Args: args, expr.CorrelationID: req.CorrelationID}
-}
-
-// jsonValue returns a copy of a decoded JSON value with its numbers
-// converted by [expr.Numbers].
-func jsonValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = jsonValue(e)
-		}
-		return m
-	case []any:
-		l := make([]any, len(v))
-		for i, e := range v {
-			l[i] = jsonValue(e)
-		}
-		return l
-	}
-	return expr.Numbers(v)
+	return expr.CallVars(req.Arguments, req.CorrelationID)
 }
 
 // envRef returns NAME when s is exactly one ${NAME} reference.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
 )
@@ -129,8 +131,9 @@ type Call struct {
 //	    is: not_found
 //	    message: '= body.errors[0].error'
 type Outcome struct {
-	// Status lists the HTTP statuses the rule applies to; empty: any.
-	Status []int `yaml:"status"`
+	// Status lists the HTTP statuses the rule applies to (one, or a list);
+	// empty: any.
+	Status Statuses `yaml:"status"`
 	// When is a CEL condition over body, status and headers (and the
 	// call's values); empty: always. A condition that reads a field the
 	// answer does not have is false.
@@ -141,6 +144,27 @@ type Outcome struct {
 	// Message, a JSON path or "=" expression, is the text shown for a
 	// refusal or an error; default: the answer's own message field.
 	Message string `yaml:"message"`
+}
+
+// Statuses are HTTP statuses, written as one number or a list of them.
+type Statuses []int
+
+// UnmarshalYAML reads `404` or `[404, 410]`.
+func (s *Statuses) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var one int
+		if err := n.Decode(&one); err != nil {
+			return fmt.Errorf("expected an HTTP status or a list of them, got %q", n.Value)
+		}
+		*s = Statuses{one}
+		return nil
+	}
+	var list []int
+	if err := n.Decode(&list); err != nil {
+		return errors.New("expected an HTTP status or a list of them")
+	}
+	*s = list
+	return nil
 }
 
 // JobIDConfig locates the job ID in the start response.
@@ -365,20 +389,31 @@ func (c *JobConfig) ArgNames() []string {
 	return sortedKeys(seen)
 }
 
-func checkBaseURL(raw string) error {
+// parseHTTPURL parses a required absolute http(s) URL without user
+// information; credentials says where credentials go instead.
+func parseHTTPURL(raw, credentials string) (*url.URL, error) {
 	if raw == "" {
-		return errors.New("required")
+		return nil, errors.New("required")
 	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return errors.New("not a valid URL")
+		return nil, errors.New("not a valid URL")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("must be an absolute http:// or https:// URL")
+		return nil, errors.New("must be an absolute http:// or https:// URL")
 	case u.Host == "" || u.Hostname() == "":
-		return errors.New("has no host")
+		return nil, errors.New("has no host")
 	case u.User != nil:
-		return errors.New("must not carry credentials; send them in headers")
+		return nil, errors.New("must not carry credentials; " + credentials)
+	}
+	return u, nil
+}
+
+func checkBaseURL(raw string) error {
+	u, err := parseHTTPURL(raw, "send them in headers")
+	switch {
+	case err != nil:
+		return err
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return errors.New("must not have a query or fragment")
 	case numericHost(u.Hostname()):

@@ -103,19 +103,10 @@ func (c *OAuth2Config) Validate() error {
 }
 
 func checkTokenURL(raw string) error {
-	if raw == "" {
-		return errors.New("required")
-	}
-	u, err := url.Parse(raw)
+	u, err := parseHTTPURL(raw, "set client_id and client_secret")
 	switch {
 	case err != nil:
-		return errors.New("not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("must be an absolute http:// or https:// URL")
-	case u.Host == "" || u.Hostname() == "":
-		return errors.New("has no host")
-	case u.User != nil:
-		return errors.New("must not carry credentials; set client_id and client_secret")
+		return err
 	case u.Fragment != "":
 		return errors.New("must not have a fragment")
 	}

@@ -76,15 +76,8 @@ type values struct {
 
 // vars returns the values as expression variables.
 func (v *values) vars() expr.Vars {
-	out := expr.Vars{
-		expr.CorrelationID: v.correlationID,
-		expr.BaseURL:       v.baseURL,
-	}
-	args := map[string]any{}
-	for k, a := range v.args {
-		args[k] = expr.Numbers(a)
-	}
-	out[expr.Args] = args
+	out := expr.CallVars(v.args, v.correlationID)
+	out[expr.BaseURL] = v.baseURL
 	if v.jobID != "" {
 		job := map[string]any{"id": v.jobID}
 		if v.location != "" {

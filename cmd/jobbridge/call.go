@@ -105,6 +105,11 @@ type caller struct {
 	stderr     io.Writer
 	status     *statusLine
 	cancelWait time.Duration
+	// autoAnswer, when set, answers an input request without asking (its
+	// key); ok false asks the user.
+	autoAnswer func(key string) (res taskclient.ElicitResult, ok bool)
+	// taskID is the task the call created, once it has one.
+	taskID string
 }
 
 func (c *caller) run(ctx context.Context, tool string, arguments json.RawMessage, noWait bool) error {
@@ -118,6 +123,7 @@ func (c *caller) run(ctx context.Context, tool string, arguments json.RawMessage
 		case res.Result != nil:
 			return c.printResult(res.Result)
 		case res.Task != nil:
+			c.taskID = res.Task.TaskID
 			if noWait {
 				return printJSON(c.stdout, res.Task.Raw)
 			}
@@ -331,6 +337,12 @@ func writeLine(w io.Writer, s string) {
 func (c *caller) answer(ctx context.Context, reqs map[string]taskclient.InputRequest) (map[string]any, error) {
 	responses := map[string]any{}
 	for _, key := range slices.Sorted(maps.Keys(reqs)) {
+		if c.autoAnswer != nil {
+			if res, ok := c.autoAnswer(key); ok {
+				responses[key] = res
+				continue
+			}
+		}
 		req := reqs[key]
 		params, err := req.Elicitation()
 		if err != nil {

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/auth/authtest"
+	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/internal/fakes/batchfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
@@ -50,38 +52,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 
-	jobs := jobapi.New(nil)
-	jobsURL, err := jobs.Start("127.0.0.1:0")
+	fakes, closeFakes, err := startFakes()
 	if err != nil {
-		return fmt.Errorf("starting the REST job API fake: %w", err)
+		return err
 	}
-	defer jobs.Close()
-	// A short SIGTERM grace, so that a cancelled demo job ends in seconds.
-	batch := batchfake.New(&batchfake.Options{TerminateGrace: 2 * time.Second})
-	batchURL, err := batch.Start("127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("starting the AWS Batch fake: %w", err)
-	}
-	defer batch.Close()
-	github := githubfake.New(nil)
-	githubURL, err := github.Start("127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("starting the GitHub fake: %w", err)
-	}
-	defer github.Close()
-	for _, be := range cat.Backends {
-		switch be.Type {
-		case "rest":
-			be.REST.BaseURL = jobsURL
-			be.REST.AllowNetworks = []string{"127.0.0.1/32"}
-		case "aws_batch":
-			// No real AWS: no role to assume, no profile to read.
-			be.AWSBatch.Endpoint = batchURL
-			be.AWSBatch.AssumeRoleARN, be.AWSBatch.Profile = "", ""
-		case "github_actions":
-			be.GitHubActions.APIURL = githubURL
-		}
-	}
+	defer closeFakes()
+	pointAtFakes(cat, fakes)
 
 	var issuer *authtest.Issuer
 	if *withAuth {
@@ -101,16 +77,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the demo state directory: %w", err)
 	}
 	storePath := filepath.Join(dir, "tasks.db")
-	fmt.Fprintf(stderr, "jobbridge demo: fakes: REST job API %s, AWS Batch %s, GitHub %s; task store %s\n", jobsURL, batchURL, githubURL, storePath)
+	fmt.Fprintf(stderr, "jobbridge demo: fakes: REST job API %s, AWS Batch %s, GitHub %s; task store %s\n", fakes.jobAPI, fakes.batch, fakes.github, storePath)
 
-	// Demo backends need no secrets: references to unset variables expand
-	// to placeholders instead of failing.
-	getenv := func(name string) (string, bool) {
-		if v, ok := os.LookupEnv(name); ok {
-			return v, true
-		}
-		return "demo-" + name, true
-	}
 	return serve(ctx, serveConfig{
 		catalog:  cat,
 		listen:   *listen,
@@ -145,5 +113,58 @@ Any MCP client that speaks protocol 2026-07-28 can connect to the URL above
 
 `, len(cat.Tools), cat.File, url, url, dir)
 		},
-	}, getenv, stdout, stderr)
+	}, demoGetenv, stdout, stderr)
+}
+
+// startFakes starts the demo's in-process fakes on loopback ports; stop
+// closes them.
+func startFakes() (f demoFakes, stop func(), err error) {
+	var closers []func()
+	stop = func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	jobs := jobapi.New(nil)
+	if f.jobAPI, err = jobs.Start("127.0.0.1:0"); err != nil {
+		return f, nil, fmt.Errorf("starting the REST job API fake: %w", err)
+	}
+	closers = append(closers, func() { jobs.Close() })
+	// A short SIGTERM grace, so that a cancelled demo job ends in seconds.
+	batch := batchfake.New(&batchfake.Options{TerminateGrace: 2 * time.Second})
+	if f.batch, err = batch.Start("127.0.0.1:0"); err != nil {
+		return f, nil, fmt.Errorf("starting the AWS Batch fake: %w", err)
+	}
+	closers = append(closers, func() { batch.Close() })
+	github := githubfake.New(nil)
+	if f.github, err = github.Start("127.0.0.1:0"); err != nil {
+		return f, nil, fmt.Errorf("starting the GitHub fake: %w", err)
+	}
+	closers = append(closers, func() { github.Close() })
+	return f, stop, nil
+}
+
+// pointAtFakes points every backend of the catalog at the demo's fakes.
+func pointAtFakes(cat *catalog.Catalog, f demoFakes) {
+	for _, be := range cat.Backends {
+		// Every backend has a kind: loadCatalog knows no other types.
+		if kind, ok := kindOf(be.Type); ok {
+			kind.useFakes(be.Config, f)
+		}
+	}
+}
+
+// demoGetenv resolves environment references for backends pointed at the
+// fakes, which need no secrets: a reference to an unset variable expands
+// to a placeholder instead of failing.
+func demoGetenv(name string) (string, bool) {
+	if v, ok := os.LookupEnv(name); ok {
+		return v, true
+	}
+	return "demo-" + name, true
 }

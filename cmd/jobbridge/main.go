@@ -6,6 +6,7 @@
 //	jobbridge demo [--config FILE] [--listen HOST:PORT]
 //	jobbridge validate FILE...
 //	jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
+//	jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
 //	jobbridge version
 package main
 
@@ -41,6 +42,7 @@ Usage:
   jobbridge demo [--config FILE] [--listen HOST:PORT]
   jobbridge validate FILE...
   jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
+  jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
   jobbridge version
 
 Run "jobbridge COMMAND -h" for a command's flags.
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runValidate(rest, stdout, stderr)
 	case "call":
 		return runCall(ctx, rest, stdin, stdout, stderr)
+	case "try":
+		return runTry(ctx, rest, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "jobbridge", buildVersion())
 		return nil

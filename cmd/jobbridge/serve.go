@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"io"
 	"log/slog"
 	"net"
@@ -17,10 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/jobbridge/jobbridge/adapters"
-	"github.com/jobbridge/jobbridge/adapters/awsbatch"
-	"github.com/jobbridge/jobbridge/adapters/githubactions"
-	"github.com/jobbridge/jobbridge/adapters/rest"
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/bridge"
 	"github.com/jobbridge/jobbridge/catalog"
@@ -89,7 +87,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // loadCatalog loads a catalog and prints every problem in it.
 func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
-	cat, err := catalog.Load(path)
+	cat, err := catalog.Load(path, catalogTypes()...)
 	if err != nil {
 		var errs catalog.Errors
 		if errors.As(err, &errs) {
@@ -105,6 +103,9 @@ func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
 
 func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	for _, w := range cfg.catalog.Warnings {
+		logger.Warn("catalog warning", "at", w.Pos.String(), "path", w.Path, "warning", w.Err.Error())
+	}
 	if !cfg.stdio && cfg.catalog.Auth == nil {
 		if err := checkLoopback(cfg.listen); err != nil {
 			return err
@@ -268,55 +269,31 @@ func redactDSN(err error, dsn string) error {
 	return err
 }
 
-// adapterOptions adjust how adapters are built (the demo hands in static
-// AWS credentials for the local Batch fake).
-type adapterOptions struct {
-	getenv         func(string) (string, bool)
-	logger         *slog.Logger
-	awsCredentials aws.CredentialsProvider
-}
-
-// buildAdapters constructs one adapter per backend of the catalog: the
-// explicit switchboard of backend types.
+// buildAdapters constructs one adapter per backend of the catalog, each by
+// its kind in backendKinds.
 func buildAdapters(cat *catalog.Catalog, o adapterOptions) (map[string]adapters.Adapter, error) {
 	out := map[string]adapters.Adapter{}
 	var errs []error
-	pollers := awsbatch.NewPollers()
+	builders := map[string]buildFunc{}
 	for _, name := range cat.BackendOrder {
 		be := cat.Backends[name]
-		logger := o.logger.With("backend", name)
-		var (
-			a   adapters.Adapter
-			err error
-		)
-		switch be.Type {
-		case "rest":
-			jobs := map[string]rest.JobConfig{}
-			for _, t := range cat.Tools {
-				if t.Backend == name && t.REST != nil {
-					jobs[t.Name] = *t.REST
-				}
-			}
-			a, err = rest.New(name, *be.REST, jobs, &rest.Options{Logger: logger, Getenv: o.getenv})
-		case "aws_batch":
-			jobs := map[string]awsbatch.JobConfig{}
-			for _, t := range cat.Tools {
-				if t.Backend == name && t.AWSBatch != nil {
-					jobs[t.Name] = *t.AWSBatch
-				}
-			}
-			a, err = awsbatch.New(name, *be.AWSBatch, jobs, &awsbatch.Options{Logger: logger, Pollers: pollers, Credentials: o.awsCredentials})
-		case "github_actions":
-			jobs := map[string]githubactions.JobConfig{}
-			for _, t := range cat.Tools {
-				if t.Backend == name && t.GitHubActions != nil {
-					jobs[t.Name] = *t.GitHubActions
-				}
-			}
-			a, err = githubactions.New(name, *be.GitHubActions, jobs, &githubactions.Options{Logger: logger, Getenv: o.getenv})
-		default:
-			err = fmt.Errorf("unknown type %q", be.Type)
+		kind, ok := kindOf(be.Type)
+		if !ok {
+			errs = append(errs, fmt.Errorf("backend %q: unknown type %q", name, be.Type))
+			continue
 		}
+		build := builders[be.Type]
+		if build == nil {
+			build = kind.open(o)
+			builders[be.Type] = build
+		}
+		jobs := map[string]any{}
+		for _, t := range cat.Tools {
+			if t.Backend == name && t.Job != nil {
+				jobs[t.Name] = t.Job
+			}
+		}
+		a, err := build(name, be.Config, jobs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("backend %q: %w", name, err))
 			continue

@@ -11,16 +11,23 @@ import (
 
 // runValidate checks catalogs and reports every problem as
 // file:line:col: path: message. It exits 1 if any catalog has a problem.
-// References to environment variables that are unset here are reported as
-// warnings: the catalog may be validated on a machine without the secrets.
+// The catalog's warnings are reported as "warning: file:line:col: path:
+// message" and do not change the exit status; so are references to
+// environment variables that are unset here: the catalog may be validated on
+// a machine without the secrets.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: jobbridge validate FILE...")
 		return exitError(2)
 	}
+	return validate(args, catalogTypes(), stdout, stderr)
+}
+
+// validate checks the catalogs at paths, knowing the backend types given.
+func validate(paths []string, types []catalog.BackendType, stdout, stderr io.Writer) error {
 	failed := false
-	for _, path := range args {
-		cat, err := catalog.Load(path)
+	for _, path := range paths {
+		cat, err := catalog.Load(path, types...)
 		if err != nil {
 			failed = true
 			var errs catalog.Errors
@@ -32,6 +39,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 			continue
+		}
+		for _, w := range cat.Warnings {
+			fmt.Fprintln(stderr, "warning: "+w.Error())
 		}
 		for _, name := range cat.EnvRefs() {
 			if _, ok := os.LookupEnv(name); !ok {
