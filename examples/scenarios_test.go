@@ -39,6 +39,20 @@ var examples = []example{
 				o := last(t, e.runNew(t, map[string]any{"job": "app", "branch": "broken"}), adapters.StateToolError)
 				wantEqual(t, "result", o.Result.Text, "app #1: FAILURE after 61s")
 			}},
+			{"cancel while queued removes the queue item", func(t *testing.T, e *env) {
+				ref := e.start(t, map[string]any{"job": "app", "branch": "main"})
+				if err := e.adapter.Cancel(ctx(t), ref); err != nil {
+					t.Fatalf("Cancel: %v", err)
+				}
+				wantEqual(t, "cancelItem query", e.only(t, "cancel_item").Query.Get("id"), ref.ID)
+				if n := len(e.requests("stop")); n != 0 {
+					t.Errorf("%d build stops, want none: no build started", n)
+				}
+				o := e.poll(t, &ref)
+				if o.State != adapters.StateFailed || !strings.Contains(o.Message, "cancelled in the queue") {
+					t.Errorf("observation after the cancel %v %q, want the queue item reported cancelled", o.State, o.Message)
+				}
+			}},
 			{"cancel aborts the running build", func(t *testing.T, e *env) {
 				ref := e.start(t, map[string]any{"job": "app", "branch": "main"})
 				e.pollPast(t, &ref, 2) // queued, then the build is running

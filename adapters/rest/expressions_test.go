@@ -423,3 +423,39 @@ func TestTraceShowsRequestsAnswersAndRules(t *testing.T) {
 		t.Errorf("trace shows the secret:\n%s", got)
 	}
 }
+
+// TestRespondAndFindOutcomes: the respond and find calls read their answers
+// through their own rules too.
+func TestRespondAndFindOutcomes(t *testing.T) {
+	gone := `{"error":{"code":"RUN_NOT_FOUND","message":"run 7 does not exist"}}`
+	t.Run("respond to a vanished job is not an error", func(t *testing.T) {
+		job := testJob()
+		job.Respond.Outcomes = []Outcome{{Status: []int{400}, When: `body.error.code == "RUN_NOT_FOUND"`, Is: "not_found"}}
+		f := newFixture(t, testBackend(), job)
+		f.on("POST", "/jobs/job-1/answers", jsonResponder(400, gone))
+		if err := f.a.Respond(t.Context(), testRef("job-1"), map[string]adapters.Answer{"q": {Action: "accept"}}); err != nil {
+			t.Fatalf("Respond = %v, want nil: the job no longer waits", err)
+		}
+	})
+	t.Run("a refused answer says why", func(t *testing.T) {
+		job := testJob()
+		job.Respond.Outcomes = []Outcome{{Status: []int{200}, When: `body.accepted == false`, Is: "refused", Message: "reason"}}
+		f := newFixture(t, testBackend(), job)
+		f.on("POST", "/jobs/job-1/answers", jsonResponder(200, `{"accepted":false,"reason":"the approval window has closed"}`))
+		err := f.a.Respond(t.Context(), testRef("job-1"), map[string]adapters.Answer{"q": {Action: "accept"}})
+		wantText(t, err, "the backend refused the answer", "the approval window has closed")
+	})
+	t.Run("find: an error answer that means no such job", func(t *testing.T) {
+		job := testJob()
+		job.Find.Outcomes = []Outcome{{Status: []int{400}, When: `body.error.code == "RUN_NOT_FOUND"`, Is: "not_found"}}
+		backend := testBackend()
+		lag := time.Duration(0)
+		backend.ListingLag = &lag
+		f := newFixture(t, backend, job)
+		f.on("GET", "/jobs", jsonResponder(400, gone))
+		ref, found, err := f.a.Find(t.Context(), startReq(map[string]any{"project": "p"}))
+		if err != nil || found {
+			t.Fatalf("Find = %+v %v %v, want not found", ref, found, err)
+		}
+	})
+}
