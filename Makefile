@@ -1,15 +1,17 @@
 # The targets CI runs. `make test` is the one command that checks everything:
 # formatting, vet, the Go tests with the race detector, the checks of the
 # GitHub and Batch fakes against the official API descriptions, the example catalogs,
-# and the MCP conformance suite against the real binary. `make spec-check`
+# the MCP conformance suite against the real binary, and the official MCP
+# client packages (2.x for 2026-07-28, the v1 SDK for 2025-11-25) against the
+# real binary over HTTP and stdio (`make clients`, clients/run.sh). `make spec-check`
 # checks the GitHub and Batch fakes and adapters against the official API
 # descriptions (specs/run.sh says how).
 
 GO ?= go
 
-.PHONY: test fmt-check vet unit spec-check validate-configs conformance build bench
+.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench
 
-test: fmt-check vet unit spec-check validate-configs conformance
+test: fmt-check vet unit spec-check validate-configs conformance clients
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -28,6 +30,10 @@ validate-configs:
 
 conformance:
 	./conformance/run.sh
+
+clients:
+	cd clients && npm ci --no-audit --no-fund --loglevel=error
+	./clients/run.sh
 
 build:
 	$(GO) build -o bin/jobbridge ./cmd/jobbridge

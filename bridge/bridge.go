@@ -15,12 +15,14 @@ package bridge
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -130,6 +132,10 @@ type Bridge struct {
 	started time.Time
 	// gates pace the calls to each backend (throttling, circuit breaker).
 	gates map[string]*gate
+
+	// sealOnce makes sealAEAD, which seals task IDs for tasks/list.
+	sealOnce sync.Once
+	sealAEAD cipher.AEAD
 
 	mu       sync.Mutex
 	closed   bool
@@ -263,18 +269,37 @@ func (b *Bridge) goBackground(fn func()) bool {
 // Server returns the underlying MCP server.
 func (b *Bridge) Server() *mcp.Server { return b.server }
 
-// Handler returns the stateless Streamable HTTP handler for the MCP
-// endpoint. It checks that the Mcp-Name header of tasks/* requests matches
-// params.taskId before the SDK sees the request.
+// Handler returns the Streamable HTTP handler for the MCP endpoint.
+// Requests of protocol 2026-07-28 are served statelessly; a client that
+// negotiates 2025-11-25 at initialize gets a session (Mcp-Session-Id), which
+// its revision needs: the server remembers the capabilities it declared
+// (elicitation for confirmations) and can send it requests (the input
+// relayed through tasks/result). Sessions live in this process: behind a
+// load balancer, route by Mcp-Session-Id. Before the SDK sees a request,
+// checkRequest applies the header checks and limits, and every error answer
+// is a JSON-RPC error object, never text/plain.
 func (b *Bridge) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server },
-		&mcp.StreamableHTTPOptions{
-			Stateless:                    true,
-			PropagateRequestCancellation: true,
-			Logger:                       b.log,
-			MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
-		})
-	var out http.Handler = b.checkRequest(h)
+	server := func(*http.Request) *mcp.Server { return b.server }
+	stateless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       b.log,
+		MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
+	})
+	sessions := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		PropagateRequestCancellation: true,
+		Logger:                       b.log,
+		MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
+		SessionTimeout:               legacySessionIdle,
+	})
+	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") != "" || r.Context().Value(sessionKey{}) != nil {
+			sessions.ServeHTTP(w, r)
+			return
+		}
+		stateless.ServeHTTP(w, r)
+	})
+	var out http.Handler = jsonErrors(b.checkRequest(route))
 	if b.opts.Auth != nil {
 		// The authenticator answers 401 with its WWW-Authenticate challenge
 		// and puts the caller in the request context; the SDK's bearer
@@ -301,9 +326,10 @@ func (b *Bridge) Handler() http.Handler {
 func (b *Bridge) MetricsHandler() http.Handler { return b.metrics }
 
 // ServeStdio serves MCP over stdin/stdout until ctx is done or the client
-// closes its end.
+// closes stdin; either is a normal end (nil), and the requests read before
+// it are answered first (see ServeIO).
 func (b *Bridge) ServeStdio(ctx context.Context) error {
-	return b.server.Run(ctx, &mcp.StdioTransport{})
+	return b.ServeIO(ctx, os.Stdin, os.Stdout)
 }
 
 func (b *Bridge) newServer() *mcp.Server {
@@ -332,6 +358,9 @@ func (b *Bridge) newServer() *mcp.Server {
 	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))
 	must(mcp.AddReceivingCustomMethod(s, "tasks/update", b.tasksUpdate))
 	must(mcp.AddReceivingCustomMethod(s, "tasks/cancel", b.tasksCancel))
+	// 2025-11-25 only; the middleware answers -32601 for other requests.
+	must(mcp.AddReceivingCustomMethod(s, "tasks/list", b.tasksList))
+	must(mcp.AddReceivingCustomMethod(s, "tasks/result", b.tasksResult))
 	return s
 }
 
@@ -375,6 +404,18 @@ func principalFrom(ctx context.Context) string {
 	return p
 }
 
+// callerKey carries the authenticated caller, when there is one.
+type callerKey struct{}
+
+func withCaller(ctx context.Context, p *auth.Principal) context.Context {
+	return context.WithValue(ctx, callerKey{}, p)
+}
+
+func callerFrom(ctx context.Context) *auth.Principal {
+	p, _ := ctx.Value(callerKey{}).(*auth.Principal)
+	return p
+}
+
 // middleware binds the caller's principal to the context of every request
 // and routes tools/call: it decides between a task, a synchronous call and a
 // -32021 error.
@@ -397,6 +438,11 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		ctx = withPrincipal(ctx, p)
+		ctx = withCaller(ctx, caller)
+		ctx = withRevision(ctx, requestRevision(req))
+		if res, err, handled := b.legacyMiddleware(ctx, method, req, next); handled {
+			return res, err
+		}
 		switch method {
 		case "tools/list":
 			res, err := next(ctx, method, req)

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os/user"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -246,7 +248,11 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 // job nobody can follow is never left running: if the client goes away or
 // cancels the request, or the budget runs out (an answer sent then may be
 // lost against the client's own time-out), the job is cancelled downstream.
+// A client that sent a progress token hears of the job whenever a poll
+// brings news and otherwise at least every min(2*poll_interval, 15s) while
+// it waits, so that its request time-out can be reset.
 func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var progress *syncProgress // nil: the client asked for no progress
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
 	// disconnects: run it on the bridge's lifetime, bounded.
@@ -265,7 +271,15 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	b.log.Info("sync job started", "tool", t.Name, "backend", t.Backend, "job", ref.ID)
 	budget := time.NewTimer(t.SyncBudget)
 	defer budget.Stop()
-	progressToken := req.Params.GetProgressToken()
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		// Clients time a request out (60s by default in the TypeScript
+		// SDK) unless progress keeps arriving: report while waiting, even
+		// when the backend reports nothing new.
+		p := newSyncProgress(ctx, req.Session, token, min(2*t.PollInterval, maxProgressGap),
+			fmt.Sprintf("job %s started on backend %q", ref.ID, t.Backend))
+		defer p.stop()
+		progress = p
+	}
 	wait := time.Duration(0)
 	for {
 		if ctx.Err() != nil {
@@ -282,7 +296,7 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 				continue
 			}
 			b.cancelUnfollowed(t, ref, "the sync budget ran out")
-			return toolError("job %s on backend %q was still running after %s, the limit for a call without tasks, so it was cancelled: without tasks nobody could follow it. Call %s from a client that supports the tasks extension to let it run.",
+			return toolError("job %s on backend %q was still running after %s, the limit for a call without tasks, so it was cancelled: without tasks nobody could follow it. To let it run, call %s with tasks: the 2026-07-28 tasks extension, or params.task under 2025-11-25.",
 				ref.ID, t.Backend, t.SyncBudget, t.Name), nil
 		case <-time.After(wait):
 		}
@@ -303,11 +317,8 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 		if o.RetryAfter > wait {
 			wait = o.RetryAfter
 		}
-		if progressToken != nil && o.Progress != nil {
-			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: progressToken, Progress: o.Progress.Done, Total: o.Progress.Total,
-				Message: sanitize(o.Message, 200),
-			})
+		if progress != nil && !o.State.Terminal() {
+			progress.observe(o)
 		}
 		switch o.State {
 		case adapters.StateInputRequired:
@@ -326,6 +337,116 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	}
 }
 
+// maxProgressGap is the longest a synchronous call with a progress token
+// goes without a progress notification: well within the 60s after which
+// the TypeScript SDK times a request out unless progress resets its timer.
+const maxProgressGap = 15 * time.Second
+
+// progressScale: a notification that brings no new backend progress
+// advances the reported value by 1/progressScale, since progress must
+// increase with every notification.
+const progressScale = 1000
+
+// syncProgress reports the progress of a synchronous call to a client that
+// asked for it (params._meta.progressToken): at each new observation of the
+// job, and at least every gap while there is none. The values increase
+// strictly: the backend's done/total when it reports them, else a counter
+// from 0 in steps of 1/progressScale.
+type syncProgress struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+	gap     time.Duration
+	done    chan struct{}
+	exited  chan struct{}
+
+	mu       sync.Mutex // held while a notification is sent, so they go out in order
+	message  string
+	backend  *adapters.Progress // the backend's last progress, if it reports any
+	value    float64            // the last value sent
+	notified bool               // whether value was sent
+	sent     time.Time          // when the last notification was sent (or the wait began)
+}
+
+func newSyncProgress(ctx context.Context, ss *mcp.ServerSession, token any, gap time.Duration, message string) *syncProgress {
+	p := &syncProgress{ctx: ctx, session: ss, token: token, gap: gap, message: message,
+		done: make(chan struct{}), exited: make(chan struct{}), sent: time.Now()}
+	go p.heartbeat()
+	return p
+}
+
+// observe reports an observation at once if it brings news, and keeps it
+// for the heartbeats.
+func (p *syncProgress) observe(o adapters.Observation) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	news := !p.notified
+	if msg := sanitize(o.Message, 200); msg != "" && msg != p.message {
+		p.message, news = msg, true
+	}
+	if o.Progress != nil && (p.backend == nil || *o.Progress != *p.backend) {
+		pr := *o.Progress
+		p.backend, news = &pr, true
+	}
+	if news {
+		p.sendLocked()
+	}
+}
+
+func (p *syncProgress) heartbeat() {
+	defer close(p.exited)
+	for {
+		p.mu.Lock()
+		next := time.Until(p.sent.Add(p.gap))
+		p.mu.Unlock()
+		timer := time.NewTimer(next)
+		select {
+		case <-p.done:
+			timer.Stop()
+			return
+		case <-p.ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		p.mu.Lock()
+		if time.Since(p.sent) >= p.gap {
+			p.sendLocked()
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *syncProgress) sendLocked() {
+	// Without news from the backend the value creeps up by the smallest
+	// step, so that a backend that starts reporting its progress late (once
+	// its job leaves the queue) is not overtaken by a counter.
+	v, total := (math.Round(p.value*progressScale)+1)/progressScale, 0.0
+	if !p.notified {
+		v = 0
+	}
+	if p.backend != nil {
+		if p.backend.Done > p.value || !p.notified {
+			v = p.backend.Done
+		}
+		if p.backend.Total >= v {
+			total = p.backend.Total
+		}
+	}
+	p.value, p.sent, p.notified = v, time.Now(), true
+	// Best effort: a client that cannot take the notification will not
+	// take the result either, and the wait notices its going.
+	p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: p.token, Progress: v, Total: total, Message: p.message,
+	})
+}
+
+// stop ends the heartbeats and waits for the last one.
+func (p *syncProgress) stop() {
+	close(p.done)
+	<-p.exited
+}
+
 // cancelUnfollowed cancels, in the background on the bridge's lifetime, the
 // job of a synchronous call that nobody can follow any more, trying again
 // with backoff while the backend cannot be reached.
@@ -333,7 +454,14 @@ func (b *Bridge) cancelUnfollowed(t *tool, ref adapters.JobRef, why string) {
 	b.metrics.add("sync_cancelled")
 	b.goBackground(func() {
 		for attempt := 1; attempt <= 5; attempt++ {
-			ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+			// The first attempt is made even when the bridge is closing
+			// (a stdio client that stopped the server mid-call): Close
+			// waits for it, up to CallTimeout.
+			parent := b.ctx
+			if attempt == 1 {
+				parent = context.WithoutCancel(b.ctx)
+			}
+			ctx, cancel := context.WithTimeout(parent, b.opts.CallTimeout)
 			err := t.adapter.Cancel(ctx, ref)
 			cancel()
 			if err == nil || errors.Is(err, adapters.ErrAlreadyFinished) {
@@ -366,19 +494,35 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	if t.Confirm != nil && !elicitOK {
 		return nil, missingCapability(elicitationCapability(), "elicitation (the tool asks for confirmation)")
 	}
+	id, task, early, err := b.newTask(ctx, t, args, 0)
+	if err != nil || early != nil {
+		return early, err
+	}
+	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
+}
+
+// newTask creates a task's durable row and starts its submission (or its
+// confirmation), under either protocol revision. ttl, when positive and
+// shorter than the tool's, is the task's lifetime (a 2025-11-25 params.task
+// may ask for one). early is the tool error a caller gets instead of a task
+// (a limit reached).
+func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl time.Duration) (id string, task *mapping.Task, early mcp.Result, err error) {
 	principal := principalFrom(ctx)
 	if !b.rates.allowCreate(principal, b.limits.CreatesPerMinute) {
 		b.metrics.add("create_rate")
-		return toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
+		return "", nil, toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return nil, internalError("encoding arguments: %v", err)
+		return "", nil, nil, internalError("encoding arguments: %v", err)
+	}
+	if ttl <= 0 || ttl > t.TTL {
+		ttl = t.TTL
 	}
 	digest := sha256.Sum256(argsJSON)
-	id := newTaskID()
+	id = newTaskID()
 	now := b.opts.Now().UTC()
-	task := &mapping.Task{
+	task = &mapping.Task{
 		Key:             mapping.KeyOf(id),
 		Principal:       principal,
 		Tool:            t.Name,
@@ -390,10 +534,11 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 		Status:          mapping.StatusWorking,
 		CreatedAt:       now,
 		UpdatedAt:       now,
-		TTL:             t.TTL,
-		ExpiresAt:       now.Add(t.TTL),
+		TTL:             ttl,
+		ExpiresAt:       now.Add(ttl),
 		PollInterval:    t.PollInterval,
 	}
+	task.SealedID = b.sealID(id, task.Key)
 	// The arguments stay in the row until the job reference is recorded,
 	// so that a submission cut off by a crash can be looked up with them.
 	task.Args = argsJSON
@@ -415,11 +560,11 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	if err := b.store.Create(ctx, task, b.limits.MaxLiveTasks); errors.Is(err, mapping.ErrLiveLimit) {
 		b.releaseSubmission(task.Key)
 		b.metrics.add("live_tasks")
-		return toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
+		return "", nil, toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
 	} else if err != nil {
 		b.releaseSubmission(task.Key)
 		b.log.Error("creating task", "tool", t.Name, "error", err)
-		return nil, internalError("the task could not be stored")
+		return "", nil, nil, internalError("the task could not be stored")
 	}
 	b.metrics.add("tasks_created")
 	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
@@ -428,7 +573,7 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	} else {
 		b.releaseSubmission(task.Key)
 	}
-	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
+	return id, task, nil, nil
 }
 
 // holdSubmission records that this process intends to submit the task's

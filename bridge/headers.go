@@ -28,6 +28,12 @@ func headerValue(h http.Header, key string) (string, bool) {
 }
 
 func writeHeaderMismatch(w http.ResponseWriter, id json.RawMessage, reason string) {
+	writeJSONError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch, "Header mismatch: "+reason)
+}
+
+// writeJSONError answers an HTTP request with a JSON-RPC error object (never
+// text/plain: clients parse every answer as JSON-RPC).
+func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -39,9 +45,10 @@ func writeHeaderMismatch(w http.ResponseWriter, id json.RawMessage, reason strin
 			Message string `json:"message"`
 		} `json:"error"`
 	}{JSONRPC: "2.0", ID: id}
-	resp.Error.Code = mcp.CodeHeaderMismatch
-	resp.Error.Message = "Header mismatch: " + reason
+	resp.Error.Code = code
+	resp.Error.Message = message
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(resp)
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,16 +13,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
 	"github.com/jobbridge/jobbridge/auth"
 )
 
 // checkRequest guards the MCP endpoint before the SDK sees a request:
-//   - tasks/get, tasks/update and tasks/cancel must carry Mcp-Name equal to
-//     params.taskId (HTTP 400, JSON-RPC -32020 otherwise);
+//   - a 2026-07-28 tasks/get, tasks/update or tasks/cancel must carry
+//     Mcp-Name equal to params.taskId (HTTP 400, JSON-RPC -32020 otherwise);
+//     2025-11-25 requests, which never carry it, are not checked;
+//   - a tools/call's params.task (2025-11-25) is moved into its _meta, where
+//     the bridge reads it (see moveTaskParam);
+//   - an initialize that negotiates 2025-11-25 is marked for the session
+//     handler;
 //   - a principal sending tasks/* requests faster than the gets_per_second
-//     limit gets HTTP 429 with Retry-After (the task itself is unaffected);
+//     limit gets HTTP 429 with Retry-After and a JSON-RPC error (the task
+//     itself is unaffected);
 //   - with authentication, a tools/call of a tool whose policy names scopes
 //     the caller lacks gets HTTP 403 insufficient_scope naming them.
 //
@@ -59,13 +68,33 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 		taskID, hasTaskID := exactString(msg.Params, "taskId")
 		toolName, _ := exactString(msg.Params, "name")
 		caller, _ := auth.PrincipalFrom(r.Context())
+		modern := bodyIsModern(msg.Params)
 		switch msg.Method {
-		case "tasks/get", "tasks/update", "tasks/cancel":
-			if !hasTaskID {
+		case "initialize":
+			// A client that negotiates 2025-11-25 gets a session: its
+			// revision has server-to-client requests (input relayed through
+			// tasks/result) and remembers the capabilities of initialize.
+			if v, _ := exactString(msg.Params, "protocolVersion"); v != "" && v < modernProtocol {
+				r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, true))
+			}
+		case "tools/call":
+			// params.task (2025-11-25) reaches the bridge in _meta.
+			if rewritten, changed := rewriteTaskParam(body); changed {
+				r.Body = io.NopCloser(bytes.NewReader(rewritten))
+				r.ContentLength = int64(len(rewritten))
+			}
+		}
+		switch msg.Method {
+		case "tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tasks/result":
+			if msg.Method != "tasks/list" && !hasTaskID {
 				break // malformed params: the handler answers -32602
 			}
-			name, ok := headerValue(r.Header, "Mcp-Name")
-			if !ok || name != taskID {
+			// Mcp-Name is a 2026-07-28 header; 2025-11-25 clients never
+			// send it.
+			// tasks/list and tasks/result are not 2026-07-28 methods at all
+			// (the handler answers -32601).
+			nameChecked := msg.Method != "tasks/list" && msg.Method != "tasks/result"
+			if name, ok := headerValue(r.Header, "Mcp-Name"); modern && nameChecked && (!ok || name != taskID) {
 				reason := "Mcp-Name header does not match params.taskId"
 				if !ok {
 					reason = "Mcp-Name header is required on " + msg.Method
@@ -79,8 +108,10 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 			}
 			if wait, ok := b.rates.allowPoll(key, b.limits.GetsPerSecond); !ok {
 				b.metrics.add("poll_rate")
-				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Round(time.Second)/time.Second))))
-				http.Error(w, "too many tasks requests; poll at the task's pollIntervalMs", http.StatusTooManyRequests)
+				secs := max(1, int(wait.Round(time.Second)/time.Second))
+				w.Header().Set("Retry-After", strconv.Itoa(secs))
+				writeJSONError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError,
+					fmt.Sprintf("too many tasks requests: poll at the task's poll interval; try again in %ds", secs))
 				return
 			}
 		case "tools/call":
@@ -97,6 +128,38 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// bodyIsModern reports whether a request's params._meta says protocol
+// 2026-07-28 or later (the key matched exactly, as the SDK matches it).
+func bodyIsModern(params map[string]json.RawMessage) bool {
+	var meta map[string]json.RawMessage
+	if raw, ok := params["_meta"]; !ok || json.Unmarshal(raw, &meta) != nil {
+		return false
+	}
+	v, _ := exactString(meta, mcp.MetaKeyProtocolVersion)
+	return v >= modernProtocol
+}
+
+// rewriteTaskParam applies moveTaskParam to an HTTP request body.
+func rewriteTaskParam(body []byte) ([]byte, bool) {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return body, false
+	}
+	params, changed := moveTaskParam(msg["params"])
+	if !changed {
+		return body, false
+	}
+	msg["params"] = params
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return body, false
+	}
+	return out, true
+}
+
+// sessionKey marks an HTTP request the session handler serves.
+type sessionKey struct{}
 
 // exactString returns the string value of params[key], with the key matched
 // exactly.

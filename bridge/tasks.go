@@ -57,7 +57,7 @@ func encodeKeys(keys []string) json.RawMessage {
 
 // lookup validates a tasks/* request and loads its task.
 func (b *Bridge) lookup(ctx context.Context, p *taskParams) (*mapping.Task, error) {
-	if p == nil || !declaresTasks(p.Meta) {
+	if p == nil || !declaresTasks(p.Meta) && revisionFrom(ctx) != revisionLegacy {
 		return nil, missingCapability(tasksCapability(), TasksExtension)
 	}
 	if p.TaskID == "" {
@@ -71,6 +71,7 @@ func (b *Bridge) lookup(ctx context.Context, p *taskParams) (*mapping.Task, erro
 		b.log.Error("reading task", "error", err)
 		return nil, internalError("the task store is unavailable")
 	}
+	b.reseal(p.TaskID, t)
 	return t, nil
 }
 

@@ -194,7 +194,7 @@ type Tool struct {
 	// Default: PollInterval.
 	RefreshInterval time.Duration
 	// SyncBudget bounds how long a synchronous call waits for the job.
-	// Default 60s.
+	// Default 50s, under the 60s request time-out of common clients.
 	SyncBudget time.Duration
 	// TTL is how long a task stays retrievable after creation. Default 24h.
 	TTL time.Duration

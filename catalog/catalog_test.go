@@ -217,9 +217,9 @@ tools:
 		tool string
 		want settings
 	}{
-		{"a", settings{TaskOptional, 2 * time.Second, 2 * time.Second, 60 * time.Second, 24 * time.Hour, 2 * time.Minute}},
+		{"a", settings{TaskOptional, 2 * time.Second, 2 * time.Second, 50 * time.Second, 24 * time.Hour, 2 * time.Minute}},
 		// refresh_interval follows the tool's own poll_interval.
-		{"b", settings{TaskOptional, 5 * time.Second, 5 * time.Second, 60 * time.Second, 24 * time.Hour, 2 * time.Minute}},
+		{"b", settings{TaskOptional, 5 * time.Second, 5 * time.Second, 50 * time.Second, 24 * time.Hour, 2 * time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {

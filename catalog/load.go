@@ -26,7 +26,9 @@ const (
 	DefaultServerName   = "jobbridge"
 	DefaultTask         = TaskOptional
 	DefaultPollInterval = 2 * time.Second
-	DefaultSyncBudget   = 60 * time.Second
+	// DefaultSyncBudget stays under the 60s after which common clients
+	// (the TypeScript SDK's default request time-out) give up on a call.
+	DefaultSyncBudget   = 50 * time.Second
 	DefaultTTL          = 24 * time.Hour
 	DefaultMissingGrace = 2 * time.Minute
 

@@ -2,9 +2,10 @@
 //
 // The store is the only state the bridge keeps. It holds one row per task,
 // keyed by the SHA-256 of the task ID (never the ID itself, which is a bearer
-// secret), bound to the principal that created it. Implementations live in
-// mapping/sqlite (embedded, one process) and mapping/postgres (several
-// replicas); mapping/storetest is the contract suite both must pass.
+// secret; the row holds it only sealed by the bridge), bound to the principal
+// that created it. Implementations live in mapping/sqlite (embedded, one
+// process) and mapping/postgres (several replicas); mapping/storetest is the
+// contract suite both must pass.
 package mapping
 
 import (
@@ -53,6 +54,23 @@ type Store interface {
 	// Sweeps use it to observe tasks no client is polling.
 	ListLive(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 
+	// ListByPrincipal returns a page of principal's tasks: those Get would
+	// return at now (terminal ones included, expired ones not), newest first
+	// (by CreatedAt descending, then by Key ascending), at most limit of
+	// them, beginning after the position after marks (from the start when
+	// after is nil). limit must be between 1 and MaxListLimit; otherwise it
+	// returns an error and no tasks.
+	//
+	// The returned cursor marks the last task of the page, to be passed as
+	// after for the next one; it is nil when no task follows. Pages are
+	// positions, not snapshots: a task created after the first page was read
+	// is newer than the cursor and so never repeats or displaces an older
+	// task on a later page, and a task that expires or is purged between
+	// two reads is left out without moving the others. A page costs the
+	// same however many tasks the principal or the store holds (expired
+	// tasks not purged yet aside, which it skips).
+	ListByPrincipal(ctx context.Context, principal string, now time.Time, after *Cursor, limit int) ([]*Task, *Cursor, error)
+
 	// PurgeExpired deletes tasks whose ExpiresAt is not after now and returns how
 	// many it deleted. The deleted tasks that were not terminal free their
 	// slots of the live-task limit (see Create).
@@ -71,9 +89,15 @@ var (
 	// ErrLiveLimit is returned by Create when the principal already has as
 	// many live tasks as allowed.
 	ErrLiveLimit = errors.New("too many unfinished tasks")
+	// ErrBadCursor is wrapped by the error ParseCursor returns for a string
+	// that no Cursor encodes to.
+	ErrBadCursor = errors.New("invalid cursor")
 )
 
-// Key is the SHA-256 of a task ID: the only form in which a store sees it.
+// MaxListLimit is the largest page ListByPrincipal returns.
+const MaxListLimit = 1000
+
+// Key is the SHA-256 of a task ID: the only form in which a store can read it.
 type Key [sha256.Size]byte
 
 // KeyOf returns the store key of a task ID.
@@ -136,6 +160,11 @@ type Task struct {
 	// CorrelationID is the bridge-generated ID sent to the backend. It is not
 	// the task ID.
 	CorrelationID string
+	// SealedID is the task ID sealed (encrypted and authenticated) by the
+	// bridge, so that a list of tasks can name them; the store holds it as
+	// given and cannot open it. Nil for a task created before the store
+	// kept it.
+	SealedID []byte
 
 	Phase         Phase
 	Status        Status
@@ -188,6 +217,7 @@ func (t *Task) Clone() *Task {
 	c := *t
 	c.Args = cloneBytes(t.Args)
 	c.JobRef = cloneBytes(t.JobRef)
+	c.SealedID = cloneBytes(t.SealedID)
 	c.InputRequests = cloneBytes(t.InputRequests)
 	c.AnsweredKeys = cloneBytes(t.AnsweredKeys)
 	c.Observation = cloneBytes(t.Observation)

@@ -25,7 +25,10 @@ import (
 // so that it works offline: rest backends talk to the REST job API fake,
 // aws_batch backends to the AWS Batch fake (through the real AWS SDK), and
 // github_actions backends to the GitHub REST fake (through go-github).
-// The task store is a SQLite file in a fresh temporary directory.
+// The task store is a SQLite file in a fresh temporary directory. With
+// --stdio it serves the same server over stdin/stdout instead of HTTP (for
+// clients that spawn their server, such as desktop MCP clients), logging to
+// stderr and writing nothing else to stdout.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,11 +36,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	withAuth := fs.Bool("auth", false, "require OAuth bearer tokens from a built-in test issuer")
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP (logs and the fakes' addresses go to stderr)")
 	if err := fs.Parse(args); err != nil {
 		return exitError(2)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: jobbridge demo [--config FILE] [--listen HOST:PORT]")
+		fmt.Fprintln(stderr, "usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth]")
+		return exitError(2)
+	}
+	if *stdio && *withAuth {
+		fmt.Fprintln(stderr, "jobbridge demo: --auth applies to HTTP only; stdio has no bearer tokens")
 		return exitError(2)
 	}
 	var lvl slog.Level
@@ -82,6 +90,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return serve(ctx, serveConfig{
 		catalog:  cat,
 		listen:   *listen,
+		stdio:    *stdio,
 		store:    "sqlite:" + storePath,
 		logLevel: lvl,
 		sweep:    2 * time.Second,

@@ -135,7 +135,7 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, cancel_sent_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version, submitted_at`
+	observation, observed_at, missing_since, outcome, version, submitted_at, sealed_id`
 
 // liveCondition selects the tasks in the tasks_live index, the live ones.
 const liveCondition = `status IN ('working', 'input_required')`
@@ -162,7 +162,7 @@ const createQuery = `WITH slot AS (
 	)
 	INSERT INTO tasks (` + columns + `)
 	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30
+		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31
 	FROM slot`
 
 // updateQuery writes the mutable columns of a task if its version matches
@@ -176,7 +176,7 @@ const updateQuery = `UPDATE tasks SET
 	cancel_requested_at = $16, cancel_forwarded_at = $17, cancel_sent_at = $18,
 	input_requests = $19, answered_keys = $20,
 	observation = $21, observed_at = $22, missing_since = $23, outcome = $24, submitted_at = $27,
-	version = version + 1
+	sealed_id = $28, version = version + 1
 	WHERE key = $25 AND version = $26 AND ` + notTerminal
 
 // getQuery reads a task by primary key.
@@ -188,6 +188,22 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	WHERE ` + liveCondition + ` AND expires_at > $1
 	ORDER BY ` + liveOrder + `
 	LIMIT $2`
+
+// listPrincipalQuery reads up to $3 unexpired (at $2) tasks of principal
+// $1, newest first, walking the tasks_principal_created index in its order.
+const listPrincipalQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE principal = $1 AND expires_at > $2
+	ORDER BY created_at DESC, key
+	LIMIT $3`
+
+// listPrincipalAfterQuery is listPrincipalQuery from after the cursor ($4,
+// $5): the index scan starts at the cursor's created_at (which
+// created_at <= $4 bounds) and skips its ties up to the cursor's key.
+const listPrincipalAfterQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE principal = $1 AND expires_at > $2
+		AND created_at <= $4 AND (created_at < $4 OR key > $5)
+	ORDER BY created_at DESC, key
+	LIMIT $3`
 
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= $1`
@@ -240,7 +256,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error 
 			ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
-			max(maxLive, 0), tsPtr(t.SubmittedAt),
+			max(maxLive, 0), tsPtr(t.SubmittedAt), blob(t.SealedID),
 		)
 		if err != nil {
 			return err
@@ -288,7 +304,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 			ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
-			t.Key[:], t.Version, tsPtr(t.SubmittedAt),
+			t.Key[:], t.Version, tsPtr(t.SubmittedAt), blob(t.SealedID),
 		)
 		if err != nil {
 			return err
@@ -332,6 +348,35 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 		return nil, fmt.Errorf("listing live tasks: %w", err)
 	}
 	return tasks, nil
+}
+
+// ListByPrincipal returns up to limit (1 to mapping.MaxListLimit) of
+// principal's tasks that have not expired at now, newest first (then by
+// key), beginning after the cursor after (nil: from the newest), and the
+// cursor of the page's last task, or nil if no task follows it. It reads
+// one row more than limit to know whether one follows, along the
+// tasks_principal_created index, in one statement (one snapshot).
+func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.Time, after *mapping.Cursor, limit int) ([]*mapping.Task, *mapping.Cursor, error) {
+	if limit < 1 || limit > mapping.MaxListLimit {
+		return nil, nil, fmt.Errorf("listing tasks: limit %d is not between 1 and %d", limit, mapping.MaxListLimit)
+	}
+	var (
+		tasks []*mapping.Task
+		err   error
+	)
+	if after == nil {
+		tasks, err = s.queryTasks(ctx, listPrincipalQuery, principal, ts(now), limit+1)
+	} else {
+		tasks, err = s.queryTasks(ctx, listPrincipalAfterQuery, principal, ts(now), limit+1, ts(after.CreatedAt), after.Key[:])
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	if len(tasks) <= limit {
+		return tasks, nil, nil
+	}
+	tasks = tasks[:limit]
+	return tasks, mapping.CursorOf(tasks[limit-1]), nil
 }
 
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
@@ -493,13 +538,14 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		cancelRequestedAt, cancelForwardedAt, cancelSentAt, submittedAt *time.Time
 		observedAt, missingSince                                        *time.Time
 		args, jobRef, inputRequests, answeredKeys, observation, outcome []byte
+		sealedID                                                        []byte
 	)
 	err := row.Scan(
 		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
 		&t.Backend, &jobRef, &t.CorrelationID, &phase, &status, &t.StatusMessage,
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &cancelSentAt, &inputRequests, &answeredKeys,
-		&observation, &observedAt, &missingSince, &outcome, &t.Version, &submittedAt,
+		&observation, &observedAt, &missingSince, &outcome, &t.Version, &submittedAt, &sealedID,
 	)
 	if err != nil {
 		return nil, err
@@ -529,6 +575,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 	t.AnsweredKeys = answeredKeys
 	t.Observation = observation
 	t.Outcome = outcome
+	t.SealedID = sealedID
 	return &t, nil
 }
 

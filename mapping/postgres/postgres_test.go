@@ -670,7 +670,8 @@ func TestConcurrentLoad(t *testing.T) {
 // on a table of realistic shape (many finished tasks, few live ones), so
 // that its cost does not grow with the table: Get by primary key, ListLive
 // by walking tasks_live in order without sorting, ClaimLive from
-// tasks_live, PurgeExpired from tasks_expires_at.
+// tasks_live, PurgeExpired from tasks_expires_at, ListByPrincipal by
+// walking tasks_principal_created in order without sorting.
 func TestQueriesUseIndexes(t *testing.T) {
 	const rows = 20000 // one in 20 live
 	s := openFresh(t)
@@ -681,7 +682,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 			CASE WHEN i % 20 = 0 THEN 'working' ELSE 'completed' END, '',
 			$1::timestamptz - i * interval '1 second', $1, 86400000, $1::timestamptz + interval '1 day' - i * interval '1 second', 5000,
 			NULL, NULL, NULL, NULL, NULL,
-			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL
+			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL, NULL
 		FROM generate_series(1, `+fmt.Sprint(rows)+`) AS i`, now); err != nil {
 		t.Fatal(err)
 	}
@@ -700,6 +701,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"ListLive", listLiveQuery, []any{now, 100}, "tasks_live", true},
 		{"ClaimLive", claimLiveQuery, []any{now, 100, "owner", 1000}, "tasks_live", false},
 		{"PurgeExpired", purgeQuery, []any{now}, "tasks_expires_at", true},
+		{"ListByPrincipal", listPrincipalQuery, []any{"alice", now, 101}, "tasks_principal_created", true},
+		{"ListByPrincipal after a cursor", listPrincipalAfterQuery, []any{"alice", now, 101, now.Add(-time.Hour), key[:]}, "tasks_principal_created", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -824,7 +827,7 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 					SELECT sha256(('bench-' || i)::bytea), 'alice', 'deploy', '', NULL, '', '',
 						'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
 						$1, $1, 3600000, $1::timestamptz + interval '1 hour', 5000,
-						NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0
+						NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL
 					FROM generate_series(1, $2::int) AS i`, now, live); err != nil {
 					b.Fatal(err)
 				}

@@ -56,14 +56,14 @@ type Store struct {
 	// and queueing writers in database/sql rather than in SQLite's busy
 	// handler keeps them fair and free of "database is locked" errors.
 	writer *sql.DB
-	// reader has read-only connections for Get and ListLive.
+	// reader has read-only connections for Get and the lists.
 	reader *sql.DB
 	// path is the absolute path of the database file.
 	path string
 
 	// Prepared statements: parsing a statement costs as much as running it.
-	create, update, purge, liveCount *sql.Stmt // on writer
-	get, listLive                    *sql.Stmt // on reader
+	create, update, purge, liveCount              *sql.Stmt // on writer
+	get, listLive, listPrincipal, listPrincipalAt *sql.Stmt // on reader
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,6 +141,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.liveCount, s.writer, liveCountQuery},
 		{&s.get, s.reader, getQuery},
 		{&s.listLive, s.reader, listLiveQuery},
+		{&s.listPrincipal, s.reader, listPrincipalQuery},
+		{&s.listPrincipalAt, s.reader, listPrincipalAfterQuery},
 	} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -176,14 +178,14 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at`
+	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at, sealed_id`
 
 // terminalStatuses is the SQL list of terminal statuses.
 const terminalStatuses = `('completed', 'failed', 'cancelled')`
 
 // createQuery inserts a task, binding columns in order.
 const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal.
@@ -193,7 +195,7 @@ const updateQuery = `UPDATE tasks SET
 	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
 	cancel_requested_at = ?, cancel_forwarded_at = ?, cancel_sent_at = ?, input_requests = ?, answered_keys = ?,
 	observation = ?, observed_at = ?, missing_since = ?, outcome = ?, submitted_at = ?,
-	version = version + 1
+	sealed_id = ?, version = version + 1
 	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
 
 // getQuery reads a task by primary key.
@@ -207,6 +209,22 @@ const listLiveQuery = `SELECT ` + columns + ` FROM tasks
 	WHERE status IN ('working', 'input_required') AND expires_at > ?
 	ORDER BY observed_at, created_at
 	LIMIT ?`
+
+// listPrincipalQuery reads up to ?3 unexpired (at ?2) tasks of principal ?1,
+// newest first, walking the tasks_principal_created index in its order.
+const listPrincipalQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE principal = ?1 AND expires_at > ?2
+	ORDER BY created_at DESC, key
+	LIMIT ?3`
+
+// listPrincipalAfterQuery is listPrincipalQuery from after the cursor
+// (?4, ?5): the index search starts at the cursor's created_at (which
+// created_at <= ?4 bounds) and skips its ties up to the cursor's key.
+const listPrincipalAfterQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE principal = ?1 AND expires_at > ?2
+		AND created_at <= ?4 AND (created_at < ?4 OR key > ?5)
+	ORDER BY created_at DESC, key
+	LIMIT ?3`
 
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
@@ -265,7 +283,7 @@ func createArgs(t *mapping.Task) []any {
 		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
-		millis(t.CancelSentAt), millis(t.SubmittedAt),
+		millis(t.CancelSentAt), millis(t.SubmittedAt), blob(t.SealedID),
 	}
 }
 
@@ -297,7 +315,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), millis(t.SubmittedAt),
-		t.Key[:], t.Version,
+		blob(t.SealedID), t.Key[:], t.Version,
 	)
 	if err != nil {
 		return fmt.Errorf("updating task: %w", err)
@@ -320,23 +338,40 @@ func (s *Store) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapp
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.listLive.QueryContext(ctx, now.UnixMilli(), limit)
+	ts, err := queryTasks(ctx, s.listLive, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing live tasks: %w", err)
 	}
-	defer rows.Close()
-	var ts []*mapping.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing live tasks: %w", err)
-		}
-		ts = append(ts, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing live tasks: %w", err)
-	}
 	return ts, nil
+}
+
+// ListByPrincipal returns up to limit (1 to mapping.MaxListLimit) of
+// principal's tasks that have not expired at now, newest first (then by
+// key), beginning after the cursor after (nil: from the newest), and the
+// cursor of the page's last task, or nil if no task follows it. It reads
+// one row more than limit to know whether one follows, along the
+// tasks_principal_created index.
+func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.Time, after *mapping.Cursor, limit int) ([]*mapping.Task, *mapping.Cursor, error) {
+	if limit < 1 || limit > mapping.MaxListLimit {
+		return nil, nil, fmt.Errorf("listing tasks: limit %d is not between 1 and %d", limit, mapping.MaxListLimit)
+	}
+	var (
+		ts  []*mapping.Task
+		err error
+	)
+	if after == nil {
+		ts, err = queryTasks(ctx, s.listPrincipal, principal, now.UnixMilli(), limit+1)
+	} else {
+		ts, err = queryTasks(ctx, s.listPrincipalAt, principal, now.UnixMilli(), limit+1, after.CreatedAt.UnixMilli(), after.Key[:])
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	if len(ts) <= limit {
+		return ts, nil, nil
+	}
+	ts = ts[:limit]
+	return ts, mapping.CursorOf(ts[limit-1]), nil
 }
 
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
@@ -360,7 +395,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.liveCount, s.get, s.listLive} {
+		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.liveCount, s.get, s.listLive, s.listPrincipal, s.listPrincipalAt} {
 			if stmt != nil {
 				errs = append(errs, stmt.Close())
 			}
@@ -380,6 +415,27 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// queryTasks runs stmt, a query returning columns, and reads its rows.
+func queryTasks(ctx context.Context, stmt *sql.Stmt, args ...any) ([]*mapping.Task, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ts []*mapping.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
 // scanTask reads one row of columns.
 func scanTask(row scanner) (*mapping.Task, error) {
 	var (
@@ -390,6 +446,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		cancelRequestedAt, cancelForwardedAt, observedAt, missingSince  sql.NullInt64
 		cancelSentAt, submittedAt                                       sql.NullInt64
 		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
+		sealedID                                                        nullBlob
 	)
 	err := row.Scan(
 		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
@@ -397,7 +454,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version,
-		&cancelSentAt, &submittedAt,
+		&cancelSentAt, &submittedAt, &sealedID,
 	)
 	if err != nil {
 		return nil, err
@@ -425,6 +482,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 	t.AnsweredKeys = answeredKeys.b
 	t.Observation = observation.b
 	t.Outcome = outcome.b
+	t.SealedID = sealedID.b
 	return &t, nil
 }
 

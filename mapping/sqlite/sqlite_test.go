@@ -410,7 +410,9 @@ func TestConcurrentLoad(t *testing.T) {
 
 // TestQueriesUseIndexes checks that no query reads the whole table or sorts:
 // Get and PurgeExpired search an index, ListLive walks the live index in
-// order, and Create finds a principal's live count by its key.
+// order, ListByPrincipal walks the principal's part of its index in order
+// from the cursor's position, and Create finds a principal's live count by
+// its key.
 func TestQueriesUseIndexes(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -420,6 +422,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}{
 		{"Get", getQuery, []any{[]byte("k"), "p", 0}, []string{"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (key=?)"}},
 		{"ListLive", listLiveQuery, []any{0, 10}, []string{"SCAN tasks USING INDEX tasks_live"}},
+		{"ListByPrincipal", listPrincipalQuery, []any{"p", 0, 10}, []string{"SEARCH tasks USING INDEX tasks_principal_created (principal=?)"}},
+		{"ListByPrincipal after a cursor", listPrincipalAfterQuery, []any{"p", 0, 10, 0, []byte("k")}, []string{"SEARCH tasks USING INDEX tasks_principal_created (principal=? AND created_at<?)"}},
 		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING COVERING INDEX tasks_expires_at (expires_at<?)"}},
 		{"live count", liveCountQuery, []any{"p"}, []string{"SEARCH live_counts USING PRIMARY KEY (principal=?)"}},
 	}
@@ -495,7 +499,7 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 				if _, err := s.writer.ExecContext(b.Context(), `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 					INSERT INTO tasks (`+columns+`)
 					SELECT randomblob(32), 'alice', 'deploy', '', NULL, '', '', 'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
-						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL
+						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL
 					FROM n`, live, now.UnixMilli()); err != nil {
 					b.Fatal(err)
 				}
@@ -558,10 +562,10 @@ func TestUpgradeCountsLiveTasks(t *testing.T) {
 	for _, o := range old {
 		task := task(o.id, now.Add(-o.age))
 		task.Principal, task.Status = o.principal, o.status
-		// The columns of that time: no submitted_at yet.
+		// The columns of that time: no submitted_at or sealed_id yet.
 		args := createArgs(task)
-		insert := `INSERT INTO tasks (` + strings.TrimSuffix(columns, ", submitted_at") + `) VALUES (?` + strings.Repeat(", ?", len(args)-2) + `)`
-		if _, err := db.ExecContext(t.Context(), insert, args[:len(args)-1]...); err != nil {
+		insert := `INSERT INTO tasks (` + strings.TrimSuffix(columns, ", submitted_at, sealed_id") + `) VALUES (?` + strings.Repeat(", ?", len(args)-3) + `)`
+		if _, err := db.ExecContext(t.Context(), insert, args[:len(args)-2]...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -657,5 +661,59 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 		if got := storetest.Room(t, s, principal, limit); got != want {
 			t.Errorf("after the writes by hand %s may create %d, want %d", principal, got, want)
 		}
+	}
+}
+
+// TestUpgradeListsOldTasks opens a file written before the store kept sealed
+// task IDs or listed tasks by principal: its tasks are listed, newest first,
+// with a nil SealedID.
+func TestUpgradeListsOldTasks(t *testing.T) {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []schemaStep // the schema of the last build without listing
+	for _, m := range ms {
+		if m.Name == "0006_tasks_principal_created.sql" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(ms) {
+		t.Fatal("no 0006_tasks_principal_created.sql migration")
+	}
+
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(t.Context(), db, before); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var want []*mapping.Task
+	for i := range 3 {
+		task := task(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i)*time.Minute))
+		task.SealedID = []byte("dropped: the column does not exist yet")
+		args := createArgs(task)
+		insert := `INSERT INTO tasks (` + strings.TrimSuffix(columns, ", sealed_id") + `) VALUES (?` + strings.Repeat(", ?", len(args)-2) + `)`
+		if _, err := db.ExecContext(t.Context(), insert, args[:len(args)-1]...); err != nil {
+			t.Fatal(err)
+		}
+		task.SealedID = nil
+		want = append(want, task)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path)
+	got, next, err := s.ListByPrincipal(t.Context(), "alice", now, nil, 10)
+	if err != nil {
+		t.Fatalf("ListByPrincipal: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" || next != nil {
+		t.Errorf("ListByPrincipal after the upgrade = (-want +got):\n%s\nnext cursor %v, want nil", diff, next)
 	}
 }

@@ -7,7 +7,8 @@
 //	}
 //
 // A task is live while now is before its ExpiresAt: at ExpiresAt, Get no
-// longer returns it, ListLive leaves it out and PurgeExpired may delete it.
+// longer returns it, ListLive and ListByPrincipal leave it out and
+// PurgeExpired may delete it.
 //
 // The suite uses only the mapping.Store interface. It never hands the store a
 // task ID, only keys made with mapping.KeyOf.
@@ -55,6 +56,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ConcurrentUpdates", func(t *testing.T) { testConcurrentUpdates(t, h) })
 	t.Run("CancelClaim", func(t *testing.T) { testCancelClaim(t, h) })
 	t.Run("ListLive", func(t *testing.T) { testListLive(t, h) })
+	t.Run("ListByPrincipal", func(t *testing.T) { testListByPrincipal(t, h) })
+	t.Run("ListByPrincipalTies", func(t *testing.T) { testListByPrincipalTies(t, h) })
+	t.Run("ListByPrincipalConcurrentChanges", func(t *testing.T) { testListByPrincipalConcurrentChanges(t, h) })
 	t.Run("PurgeExpired", func(t *testing.T) { testPurgeExpired(t, h) })
 	t.Run("LiveLimit", func(t *testing.T) { testLiveLimit(t, h) })
 	t.Run("LiveLimitConcurrent", func(t *testing.T) { testLiveLimitConcurrent(t, h) })
@@ -130,6 +134,7 @@ func fullTask(id, principal string) *mapping.Task {
 	t.ObservedAt = ptr(-time.Minute)
 	t.MissingSince = ptr(-30 * time.Second)
 	t.Outcome = json.RawMessage(`{"content":[{"type":"text","text":"partial"}]}`)
+	t.SealedID = []byte("\x00sealed " + id + "\xff")
 	return t
 }
 
@@ -316,6 +321,7 @@ func testUpdate(t *testing.T, h Harness) {
 				u.ObservedAt = nil
 				u.MissingSince = nil
 				u.Outcome = nil
+				u.SealedID = nil
 				u.StatusMessage = ""
 			},
 		},
