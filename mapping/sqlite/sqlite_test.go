@@ -522,29 +522,7 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 // live counts: the tasks already live (expired or not) count against the
 // limit, finished ones do not.
 func TestUpgradeCountsLiveTasks(t *testing.T) {
-	ms, err := loadMigrations(migrationFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before []schemaStep // the schema of the last build without live counts
-	for _, m := range ms {
-		if m.Name == "0004_live_counts.sql" {
-			break
-		}
-		before = append(before, m)
-	}
-	if len(before) == len(ms) {
-		t.Fatal("no 0004_live_counts.sql migration")
-	}
-
-	path := filepath.Join(t.TempDir(), "tasks.db")
-	db, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate(t.Context(), db, before); err != nil {
-		t.Fatal(err)
-	}
+	path, db := dbBefore(t, "0004_live_counts.sql") // the last build without live counts
 	now := time.Now()
 	old := []struct {
 		id, principal string
@@ -668,29 +646,7 @@ func TestLiveCountsFollowWritesByHand(t *testing.T) {
 // task IDs or listed tasks by principal: its tasks are listed, newest first,
 // with a nil SealedID.
 func TestUpgradeListsOldTasks(t *testing.T) {
-	ms, err := loadMigrations(migrationFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before []schemaStep // the schema of the last build without listing
-	for _, m := range ms {
-		if m.Name == "0006_tasks_principal_created.sql" {
-			break
-		}
-		before = append(before, m)
-	}
-	if len(before) == len(ms) {
-		t.Fatal("no 0006_tasks_principal_created.sql migration")
-	}
-
-	path := filepath.Join(t.TempDir(), "tasks.db")
-	db, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate(t.Context(), db, before); err != nil {
-		t.Fatal(err)
-	}
+	path, db := dbBefore(t, "0006_tasks_principal_created.sql") // the last build without listing
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var want []*mapping.Task
 	for i := range 3 {
@@ -716,4 +672,33 @@ func TestUpgradeListsOldTasks(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || next != nil {
 		t.Errorf("ListByPrincipal after the upgrade = (-want +got):\n%s\nnext cursor %v, want nil", diff, next)
 	}
+}
+
+// dbBefore creates a database file with the schema of the migrations before
+// the one called name, as a build that did not have it left it.
+func dbBefore(t *testing.T, name string) (string, *sql.DB) {
+	t.Helper()
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []schemaStep
+	for _, m := range ms {
+		if m.Name == name {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(ms) {
+		t.Fatalf("no %s migration", name)
+	}
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(t.Context(), db, before); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
 }
