@@ -9,7 +9,7 @@
 
 GO ?= go
 
-.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench
+.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench bench-perf
 
 test: fmt-check vet unit spec-check validate-configs conformance clients
 
@@ -40,3 +40,10 @@ build:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The performance table of the README (issue 14): real `jobbridge serve`
+# processes against their floors (raw SQLite and PostgreSQL, a bare go-sdk
+# server) in one run; sizes from JOBBRIDGE_PERF_* (cmd/jobbridge/perf_bench_test.go).
+# Not part of `make test`.
+bench-perf:
+	$(GO) test -run '^$$' -bench BenchmarkPerf -benchtime 1x -timeout 30m ./cmd/jobbridge/

@@ -1,7 +1,7 @@
 // Package adapters defines the contract between the bridge and a backend job
 // system, in the manner of database/sql/driver: a small required interface
-// ([Adapter]) and optional interfaces ([Responder], [Finder]) that the bridge
-// discovers by type assertion.
+// ([Adapter]) and optional interfaces ([Responder], [Finder], [Batcher]) that
+// the bridge discovers by type assertion.
 //
 // An adapter translates. It starts a job, observes jobs and maps the backend's
 // status onto one of six [State] values, and forwards cancellation. It keeps no
@@ -85,6 +85,16 @@ type Responder interface {
 // [ErrNotListedYet], and the bridge searches again later, with backoff.
 type Finder interface {
 	Find(ctx context.Context, req StartRequest) (ref JobRef, found bool, err error)
+}
+
+// Batcher is implemented by adapters that say how many jobs one Poll call
+// should carry: the most one backend call answers about (AWS Batch's
+// DescribeJobs takes 100 IDs), or a size that keeps one Poll within the
+// backend's pace. The bridge's background sweep groups the jobs it observes
+// in Poll calls of at most BatchSize refs; without Batcher, or for a size of
+// zero or less, it uses 50.
+type Batcher interface {
+	BatchSize() int
 }
 
 // ErrOutcomeUnknown is wrapped by a Start error when the submission may or may

@@ -82,7 +82,9 @@ type Options struct {
 	// ReplicaID names this process in sweep leases. Default: random.
 	ReplicaID string
 	// SweepObserveAge is how old a live task's last observation may get
-	// before the sweep observes it. Default 1m.
+	// before the sweep observes it: the sweep observes a task whose last
+	// observation is older than both SweepObserveAge and its tool's refresh
+	// interval (or that was never observed). Default 1m.
 	SweepObserveAge time.Duration
 	// StateKey signs the requestState of multi-round argument collection.
 	// Default: random per process (a retry must then reach the same process).
@@ -200,6 +202,8 @@ func New(opts Options) (*Bridge, error) {
 		metrics:  newMetrics(),
 		rates:    newRateLimits(),
 	}
+	b.store = meterStore(opts.Store, b.metrics)
+	metered := map[string]adapters.Adapter{}
 	if b.limits == (catalog.Limits{}) {
 		b.limits.SetDefaults()
 	}
@@ -221,7 +225,11 @@ func New(opts Options) (*Bridge, error) {
 		if err := json.Unmarshal(ct.InputSchema, &raw); err != nil {
 			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
 		}
-		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: a}
+		if metered[ct.Backend] == nil {
+			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics)
+		}
+		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
+		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
 		if b.gates[ct.Backend] == nil {
 			b.gates[ct.Backend] = newGate(ct.Backend, opts.Now)
 		}
@@ -283,12 +291,12 @@ func (b *Bridge) Handler() http.Handler {
 	stateless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
-		Logger:                       b.log,
+		Logger:                       sdkLogger(b.log),
 		MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
 	})
 	sessions := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		PropagateRequestCancellation: true,
-		Logger:                       b.log,
+		Logger:                       sdkLogger(b.log),
 		MaxRequestBodyBytes:          b.limits.MaxRequestBytes,
 		SessionTimeout:               legacySessionIdle,
 	})
@@ -322,8 +330,10 @@ func (b *Bridge) Handler() http.Handler {
 	return out
 }
 
-// MetricsHandler serves the bridge's counters in the Prometheus text format.
-func (b *Bridge) MetricsHandler() http.Handler { return b.metrics }
+// MetricsHandler serves the bridge's Prometheus metrics (its own registry,
+// with the Go runtime and process collectors) in the exposition format the
+// scraper negotiates. The README's "Operating jobbridge" section lists them.
+func (b *Bridge) MetricsHandler() http.Handler { return b.metrics.handler() }
 
 // ServeStdio serves MCP over stdin/stdout until ctx is done or the client
 // closes stdin; either is a normal end (nil), and the requests read before
@@ -347,7 +357,7 @@ func (b *Bridge) newServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: version}, &mcp.ServerOptions{
 		Instructions: b.cat.Server.Instructions,
 		Capabilities: caps,
-		Logger:       b.log,
+		Logger:       sdkLogger(b.log),
 	})
 	for _, ct := range b.cat.Tools {
 		t := b.tools[ct.Name]
@@ -472,11 +482,11 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if caller != nil && !t.allows(caller) {
 			// A tool the caller may not use answers like one that does not
 			// exist.
-			b.metrics.add("tool_denied")
+			b.metrics.reject("tool_denied")
 			return nil, invalidParams("unknown tool %q", r.Params.Name)
 		}
 		if len(r.Params.Arguments) > b.limits.MaxArgumentBytes {
-			b.metrics.add("argument_size")
+			b.metrics.reject("argument_size")
 			return toolError("the arguments are %d bytes; this server accepts at most %d", len(r.Params.Arguments), b.limits.MaxArgumentBytes), nil
 		}
 		caps := r.ClientCapabilities()

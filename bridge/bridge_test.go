@@ -830,7 +830,7 @@ func TestCrashBeforeSubmissionIsReconciled(t *testing.T) {
 		CreatedAt: sent, UpdatedAt: now, TTL: time.Hour, ExpiresAt: now.Add(time.Hour), PollInterval: time.Second,
 		SubmittedAt: &sent,
 	}
-	if err := h.store.Create(t.Context(), row, 0); err != nil {
+	if err := h.store.Create(t.Context(), row, mapping.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	got := h.waitTerminal(id)

@@ -451,7 +451,7 @@ func (p *syncProgress) stop() {
 // job of a synchronous call that nobody can follow any more, trying again
 // with backoff while the backend cannot be reached.
 func (b *Bridge) cancelUnfollowed(t *tool, ref adapters.JobRef, why string) {
-	b.metrics.add("sync_cancelled")
+	b.metrics.syncCancelled.WithLabelValues(t.Name).Inc()
 	b.goBackground(func() {
 		for attempt := 1; attempt <= 5; attempt++ {
 			// The first attempt is made even when the bridge is closing
@@ -464,6 +464,7 @@ func (b *Bridge) cancelUnfollowed(t *tool, ref adapters.JobRef, why string) {
 			ctx, cancel := context.WithTimeout(parent, b.opts.CallTimeout)
 			err := t.adapter.Cancel(ctx, ref)
 			cancel()
+			b.metrics.cancelForwarded(t.Backend, err)
 			if err == nil || errors.Is(err, adapters.ErrAlreadyFinished) {
 				b.log.Info("job of a synchronous call cancelled", "tool", t.Name, "job", ref.ID, "reason", why)
 				return
@@ -508,10 +509,6 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 // (a limit reached).
 func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl time.Duration) (id string, task *mapping.Task, early mcp.Result, err error) {
 	principal := principalFrom(ctx)
-	if !b.rates.allowCreate(principal, b.limits.CreatesPerMinute) {
-		b.metrics.add("create_rate")
-		return "", nil, toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
-	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
 		return "", nil, nil, internalError("encoding arguments: %v", err)
@@ -557,16 +554,22 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 	// Hold the submission before the row exists: alone on its store, the
 	// sweep takes a submitting task nobody holds for one cut off by a crash.
 	b.holdSubmission(task.Key)
-	if err := b.store.Create(ctx, task, b.limits.MaxLiveTasks); errors.Is(err, mapping.ErrLiveLimit) {
+	// The store enforces both limits with the insert, so that they hold
+	// across the replicas sharing it.
+	limits := mapping.CreateLimits{MaxLive: b.limits.MaxLiveTasks, PerMinute: b.limits.CreatesPerMinute}
+	if err := b.store.Create(ctx, task, limits); errors.Is(err, mapping.ErrLiveLimit) {
 		b.releaseSubmission(task.Key)
-		b.metrics.add("live_tasks")
+		b.metrics.reject("live_tasks")
 		return "", nil, toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
+	} else if errors.Is(err, mapping.ErrRateLimit) {
+		b.releaseSubmission(task.Key)
+		b.metrics.reject("create_rate")
+		return "", nil, toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
 	} else if err != nil {
 		b.releaseSubmission(task.Key)
 		b.log.Error("creating task", "tool", t.Name, "error", err)
 		return "", nil, nil, internalError("the task could not be stored")
 	}
-	b.metrics.add("tasks_created")
 	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
 	if task.Phase == mapping.PhaseSubmitting {
 		b.startSubmit(task, args)
@@ -688,7 +691,7 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 				return ref, err
 			}
 			g.done(err)
-			b.metrics.add("backend_throttled")
+			b.metrics.throttled.WithLabelValues(t.Backend).Inc()
 			wait = max(d, jitter(backoff(time.Second, attempt, 30*time.Second)))
 			reason = fmt.Sprintf("the backend %q is throttling submissions", t.Backend)
 			if b.opts.Now().Add(wait).After(deadline) {

@@ -405,11 +405,11 @@ type legacyCreateResult struct {
 // tools/call.
 func (b *Bridge) legacyCreate(ctx context.Context, t *tool, r *mcp.CallToolRequest, tp *legacyTaskParam) (mcp.Result, error) {
 	if caller := callerFrom(ctx); caller != nil && !t.allows(caller) {
-		b.metrics.add("tool_denied")
+		b.metrics.reject("tool_denied")
 		return nil, invalidParams("unknown tool %q", r.Params.Name)
 	}
 	if len(r.Params.Arguments) > b.limits.MaxArgumentBytes {
-		b.metrics.add("argument_size")
+		b.metrics.reject("argument_size")
 		return toolError("the arguments are %d bytes; this server accepts at most %d", len(r.Params.Arguments), b.limits.MaxArgumentBytes), nil
 	}
 	caps := clientCaps(r)

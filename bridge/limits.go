@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -48,7 +47,7 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err != nil || int64(len(body)) > limit {
 			if int64(len(body)) > limit {
-				b.metrics.add("request_size")
+				b.metrics.reject("request_size")
 			}
 			next.ServeHTTP(w, r) // the SDK reports the oversized or broken body
 			return
@@ -107,7 +106,7 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 				key = principalKeyOf(caller)
 			}
 			if wait, ok := b.rates.allowPoll(key, b.limits.GetsPerSecond); !ok {
-				b.metrics.add("poll_rate")
+				b.metrics.reject("poll_rate")
 				secs := max(1, int(wait.Round(time.Second)/time.Second))
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
 				writeJSONError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError,
@@ -120,7 +119,7 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 				break
 			}
 			if missing := missingScopes(t, caller); len(missing) > 0 && t.Allow.Allows(caller.ID, caller.Groups, t.Allow.Scopes) {
-				b.metrics.add("scope")
+				b.metrics.reject("scope")
 				b.opts.Auth.Forbidden(w, t.Allow.Scopes)
 				return
 			}
@@ -186,17 +185,18 @@ func missingScopes(t *tool, p *auth.Principal) []string {
 	return missing
 }
 
-// rateLimits keeps a token bucket per principal for polls and for task
-// creation. They are per process: with N replicas a principal may reach N
-// times the rate.
+// rateLimits keeps a token bucket per principal for polls. It is per
+// process: with N replicas a principal may reach N times the rate, since a
+// count shared through the store would cost a write per tasks/get. (The
+// creation rate limit is the store's, shared by all replicas: see
+// mapping.CreateLimits.)
 type rateLimits struct {
-	mu      sync.Mutex
-	polls   map[string]*rate.Limiter
-	creates map[string]*rate.Limiter
+	mu    sync.Mutex
+	polls map[string]*rate.Limiter
 }
 
 func newRateLimits() *rateLimits {
-	return &rateLimits{polls: map[string]*rate.Limiter{}, creates: map[string]*rate.Limiter{}}
+	return &rateLimits{polls: map[string]*rate.Limiter{}}
 }
 
 // maxTracked bounds the number of principals remembered; past it the buckets
@@ -226,62 +226,4 @@ func (l *rateLimits) allowPoll(key string, perSecond int) (time.Duration, bool) 
 		return 0, true
 	}
 	return time.Duration(float64(time.Second) / float64(perSecond)), false
-}
-
-// allowCreate takes one task creation from the principal's bucket
-// (perMinute, burst perMinute).
-func (l *rateLimits) allowCreate(key string, perMinute int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.limiter(l.creates, key, rate.Limit(float64(perMinute)/60), perMinute).Allow()
-}
-
-// metrics are the bridge's counters, served in the Prometheus text format.
-type metrics struct {
-	mu       sync.Mutex
-	counters map[string]*atomic.Int64
-}
-
-// The limits a request can run into; each has a counter.
-var limitNames = []string{"argument_size", "live_tasks", "create_rate", "poll_rate", "request_size", "result_size", "input_wait", "scope", "tool_denied"}
-
-func newMetrics() *metrics {
-	m := &metrics{counters: map[string]*atomic.Int64{}}
-	for _, n := range limitNames {
-		m.counters[n] = new(atomic.Int64)
-	}
-	m.counters["tasks_created"] = new(atomic.Int64)
-	return m
-}
-
-func (m *metrics) add(name string) {
-	m.mu.Lock()
-	c, ok := m.counters[name]
-	if !ok {
-		c = new(atomic.Int64)
-		m.counters[name] = c
-	}
-	m.mu.Unlock()
-	c.Add(1)
-}
-
-func (m *metrics) value(name string) int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.counters[name]; ok {
-		return c.Load()
-	}
-	return 0
-}
-
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintln(w, "# HELP jobbridge_limit_rejections_total Requests refused by a limit, by limit.")
-	fmt.Fprintln(w, "# TYPE jobbridge_limit_rejections_total counter")
-	for _, n := range limitNames {
-		fmt.Fprintf(w, "jobbridge_limit_rejections_total{limit=%q} %d\n", n, m.value(n))
-	}
-	fmt.Fprintln(w, "# HELP jobbridge_tasks_created_total Tasks created by this process.")
-	fmt.Fprintln(w, "# TYPE jobbridge_tasks_created_total counter")
-	fmt.Fprintf(w, "jobbridge_tasks_created_total %d\n", m.value("tasks_created"))
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -227,14 +226,11 @@ func TestLimits(t *testing.T) {
 			t.Fatal("10 immediate polls at 1/s (burst 2) were never limited")
 		}
 	})
-	rec := httptest.NewRecorder()
-	h.bridge.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	body := rec.Body.String()
-	for _, want := range []string{`{limit="argument_size"} 1`, `{limit="live_tasks"} 1`, `{limit="poll_rate"} `} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %q:\n%s", want, body)
-		}
-	}
+	m := scrapeMetrics(t, h)
+	m.want(t, 1, "jobbridge_limit_rejections_total", "limit=argument_size")
+	m.want(t, 1, "jobbridge_limit_rejections_total", "limit=live_tasks")
+	m.wantPositive(t, "jobbridge_limit_rejections_total", "limit=poll_rate")
+	m.want(t, 0, "jobbridge_limit_rejections_total", "limit=create_rate")
 }
 
 func TestUnansweredInputEndsTheTask(t *testing.T) {

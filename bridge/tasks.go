@@ -83,8 +83,9 @@ func (b *Bridge) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *taskPara
 	if err != nil {
 		return nil, err
 	}
-	t = b.refresh(ctx, t, b.opts.ObserveBudget)
-	return b.detailed(p.TaskID, t), nil
+	answer := b.refresh(ctx, t, b.opts.ObserveBudget)
+	b.metrics.servedTasksGet(t.Tool, t, answer)
+	return b.detailed(p.TaskID, answer), nil
 }
 
 // needsRefresh reports whether a live task should be brought up to date now:
@@ -128,9 +129,10 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 
 // refresh brings a non-terminal task up to date: it reconciles an interrupted
 // submission and observes the backend when the last observation is older
-// than the tool's refresh interval. Concurrent refreshes of one task share
-// one backend call. refresh waits at most wait for it (zero: until it is
-// done); past that it returns the task as it was, and the shared call goes
+// than the tool's refresh interval. A task that needs neither is returned as
+// it is, without another read of its row. Concurrent refreshes of one task
+// share one backend call. refresh waits at most wait for it (zero: until it
+// is done); past that it returns the task as it was, and the shared call goes
 // on, on the bridge's lifetime, for the next poll.
 func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duration) *mapping.Task {
 	if !b.needsRefresh(t) {
@@ -152,11 +154,17 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duratio
 		if !b.needsRefresh(cur) {
 			return cur, nil
 		}
-		switch {
-		case cur.Phase == mapping.PhaseSubmitting:
+		if cur.Phase == mapping.PhaseSubmitted {
+			claimed, ok := b.claimObservation(cur, tl)
+			if !ok {
+				return claimed, nil
+			}
+			// The row the observation wrote is the answer: no read after it.
+			if updated := b.observe(claimed); updated != nil {
+				return updated, nil
+			}
+		} else {
 			b.reconcile(cur)
-		case cur.Phase == mapping.PhaseSubmitted && b.claimObservation(cur, tl):
-			b.observe(cur)
 		}
 		return b.store.Get(b.ctx, t.Key, t.Principal, b.opts.Now())
 	})
@@ -172,7 +180,7 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duratio
 			return cur
 		}
 	case <-timeout:
-		b.metrics.add("observe_budget")
+		b.metrics.observeBudget.WithLabelValues(t.Tool).Inc()
 	case <-ctx.Done():
 	}
 	return t
@@ -194,17 +202,19 @@ func (b *Bridge) enter() bool {
 	return true
 }
 
-// claimObservation decides whether this replica observes the task's job now.
-// With a store that several replicas share, the replica that moves
-// ObservedAt forward by a conditional write observes; the others serve the
-// stored observation, so N replicas do not multiply backend calls. Alone on
-// its store, the process always observes (singleflight already coalesces).
-func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) bool {
+// claimObservation decides whether this replica observes the task's job now,
+// and returns the row to observe from (the one it claimed, or the current
+// one when it did not). With a store that several replicas share, the
+// replica that moves ObservedAt forward by a conditional write observes; the
+// others serve the stored observation, so N replicas do not multiply backend
+// calls. Alone on its store, the process always observes (singleflight
+// already coalesces).
+func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) (*mapping.Task, bool) {
 	if !b.shared {
-		return true
+		return t, true
 	}
 	var claimed bool
-	_, err := b.mutate(t, func(c *mapping.Task, now time.Time) bool {
+	cur, err := b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
 		claimed = false
 		if c.Phase != mapping.PhaseSubmitted || c.ObservedAt != nil && now.Sub(*c.ObservedAt) < tl.RefreshInterval {
 			return false
@@ -213,19 +223,24 @@ func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) bool {
 		claimed = true
 		return true
 	})
-	return err == nil && claimed
+	if cur == nil {
+		cur = t
+	}
+	return cur, err == nil && claimed
 }
 
-// observe asks the backend about one task's job and applies the answer.
-func (b *Bridge) observe(task *mapping.Task) {
+// observe asks the backend about one task's job and applies the answer. It
+// returns the row as the observation left it, or nil when it wrote nothing
+// it can vouch for (the backend could not be asked, or the write failed).
+func (b *Bridge) observe(task *mapping.Task) *mapping.Task {
 	tl := b.tools[task.Tool]
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
-		return
+		return nil
 	}
 	g := b.gates[tl.Backend]
 	if ok, _, _ := g.allow(); !ok {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
 	obs, err := tl.adapter.Poll(ctx, []adapters.JobRef{ref})
@@ -235,46 +250,65 @@ func (b *Bridge) observe(task *mapping.Task) {
 	}
 	if b.ctx.Err() != nil {
 		g.done(errNotBackendFault)
-		return
+		return nil
 	}
 	g.done(err)
-	if err == nil && obs[0].Err != nil && !errors.Is(obs[0].Err, adapters.ErrJobNotFound) && !errors.Is(obs[0].Err, adapters.ErrUnreadableStatus) {
-		err = obs[0].Err
-	}
 	if err != nil {
-		if len(obs) == 1 && obs[0].Ref != nil {
+		b.unobserved(task, tl, err)
+		b.log.Warn("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		return nil
+	}
+	return b.record(task, tl, ref, obs[0])
+}
+
+// unobserved notes that a task's job could not be observed now: the task
+// keeps serving its last observation and is not asked about again before
+// the tool's refresh interval (the backend's gate may pause longer).
+func (b *Bridge) unobserved(task *mapping.Task, tl *tool, err error) {
+	if _, throttled := adapters.RetryAfter(err); throttled {
+		b.metrics.throttled.WithLabelValues(tl.Backend).Inc()
+	}
+	b.setBackoff(task.Key, tl.RefreshInterval)
+}
+
+// record applies one observation of a task's job (the row as read before
+// the backend was asked, and the reference it was asked about) through the
+// same conditional write every state change takes. A job that could not be
+// observed (its Err, other than a missing job or an unreadable status)
+// keeps the last observation, but a new job reference it carries is stored.
+// record returns the row as written, or nil when nothing was.
+func (b *Bridge) record(task *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation) *mapping.Task {
+	if err := o.Err; err != nil && !errors.Is(err, adapters.ErrJobNotFound) && !errors.Is(err, adapters.ErrUnreadableStatus) {
+		var updated *mapping.Task
+		if o.Ref != nil {
 			// The job's new reference is durable even when the job could
 			// not be observed yet.
-			ref := *obs[0].Ref
-			if _, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-				data, err := json.Marshal(ref)
+			newRef := *o.Ref
+			u, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
+				data, err := json.Marshal(newRef)
 				t.JobRef = data
 				return err == nil
-			}); err != nil && !errors.Is(err, errTerminal) {
+			})
+			if err != nil && !errors.Is(err, errTerminal) {
 				b.log.Error("recording job reference", "task", shortKey(task.Key), "error", err)
+			} else if err == nil {
+				updated = u
 			}
 		}
-		// The backend could not be asked: keep serving the last observation
-		// and do not ask again before the refresh interval (the backend's
-		// gate may pause longer).
-		if _, throttled := adapters.RetryAfter(err); throttled {
-			b.metrics.add("backend_throttled")
-		}
+		b.unobserved(task, tl, err)
 		b.log.Warn("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		b.setBackoff(task.Key, tl.RefreshInterval)
-		return
+		return updated
 	}
-	o := obs[0]
 	b.setBackoff(task.Key, o.RetryAfter)
 	var forward bool
-	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
+	updated, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
 		b.apply(t, tl, ref, o, now)
 		forward = b.claimCancel(t, now)
 		return true
 	})
 	if err != nil && !errors.Is(err, errTerminal) {
 		b.log.Error("recording observation", "task", shortKey(task.Key), "error", err)
-		return
+		return nil
 	}
 	if updated != nil && updated.Status.Terminal() {
 		b.forget(task.Key)
@@ -282,6 +316,34 @@ func (b *Bridge) observe(task *mapping.Task) {
 	if forward && err == nil {
 		b.forwardCancel(updated)
 	}
+	return updated
+}
+
+// mutateHeld is mutate for a caller that holds a recent read of the row:
+// fn decides on a copy of it and the conditional write goes out without
+// reading the row again. Only when another writer got there first (the
+// write conflicts) does it fall back to mutate, which reads afresh. A held
+// row that is terminal is final: it returns errTerminal at once.
+func (b *Bridge) mutateHeld(held *mapping.Task, fn func(t *mapping.Task, now time.Time) bool) (*mapping.Task, error) {
+	if held.Status.Terminal() {
+		return held, errTerminal
+	}
+	c := *held
+	now := b.opts.Now().UTC()
+	if !fn(&c, now) {
+		return &c, nil
+	}
+	c.UpdatedAt = now
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+	err := b.store.Update(ctx, &c)
+	cancel()
+	if errors.Is(err, mapping.ErrConflict) {
+		return b.mutate(held, fn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // forget drops what this process keeps in memory about a task that has
@@ -360,7 +422,15 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 	case adapters.StateWorking:
 		t.Status = mapping.StatusWorking
 		t.InputRequests = nil
-		t.StatusMessage = msg
+		if t.CancelRequestedAt != nil && strings.HasPrefix(t.StatusMessage, "cancellation ") {
+			// While a cancel is pending, the task keeps saying where it
+			// stands (refused and why, not sent yet, sent), with the job's
+			// own status after it.
+			cancelNote, _, _ := strings.Cut(t.StatusMessage, "; job: ")
+			t.StatusMessage = cancelNote + "; job: " + msg
+		} else {
+			t.StatusMessage = msg
+		}
 	case adapters.StateInputRequired:
 		answered := decodeKeys(t.AnsweredKeys)
 		asked := decodeInputs(t.InputRequests)
@@ -810,12 +880,14 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 	}
 	g := b.gates[tl.Backend]
 	if ok, until, reason := g.allow(); !ok {
+		b.metrics.cancelDeferred(tl.Backend)
 		release(fmt.Sprintf("cancellation requested; not sent yet: %s, trying again in %s", reason, ceilSeconds(until.Sub(b.opts.Now()))))
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
 	err := tl.adapter.Cancel(ctx, ref)
 	cancel()
+	b.metrics.cancelForwarded(tl.Backend, err)
 	switch {
 	case errors.Is(err, adapters.ErrAlreadyFinished):
 		g.done(nil)
@@ -878,7 +950,7 @@ func (b *Bridge) inputExpired(t *mapping.Task, now time.Time) bool {
 // expireInput ends a task nobody answered: a confirmation is cancelled
 // before anything was submitted; a waiting job is cancelled downstream.
 func (b *Bridge) expireInput(task *mapping.Task) {
-	b.metrics.add("input_wait")
+	b.metrics.reject("input_wait")
 	msg := fmt.Sprintf("no answer within %s (max_input_wait)", b.limits.MaxInputWait)
 	if task.Phase == mapping.PhaseConfirming {
 		b.finish(task, mapping.StatusCancelled, msg+"; no job was submitted", nil, nil)
@@ -933,57 +1005,6 @@ func (b *Bridge) sweepLoop() {
 			return
 		case <-tick.C:
 			b.sweep()
-		}
-	}
-}
-
-// sweep purges expired tasks, reconciles interrupted submissions, retries
-// unforwarded cancels and observes live tasks that no client is polling, so
-// that an outcome is captured before a backend forgets the job.
-func (b *Bridge) sweep() {
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.SweepInterval)
-	defer cancel()
-	if n, err := b.store.PurgeExpired(ctx, b.opts.Now()); err != nil {
-		b.log.Warn("purging expired tasks", "error", err)
-	} else if n > 0 {
-		b.log.Info("purged expired tasks", "count", n)
-	}
-	var live []*mapping.Task
-	var err error
-	if c, ok := b.store.(liveClaimer); ok {
-		// Shared store: take a lease on a share of the live tasks. The store
-		// uses the database clock for leases.
-		live, err = c.ClaimLive(ctx, b.replica, time.Time{}, b.opts.SweepLease, 100)
-	} else {
-		live, err = b.store.ListLive(ctx, b.opts.Now(), 500)
-	}
-	if err != nil {
-		b.log.Warn("listing live tasks", "error", err)
-		return
-	}
-	now := b.opts.Now()
-	for _, t := range live {
-		if b.ctx.Err() != nil {
-			return
-		}
-		if b.inputExpired(t, now) {
-			b.expireInput(t)
-			continue
-		}
-		switch {
-		case t.Phase == mapping.PhaseSubmitting:
-			b.refresh(ctx, t, 0)
-		case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelSentAt == nil:
-			var claimed bool
-			cur, err := b.mutate(t, func(c *mapping.Task, now time.Time) bool {
-				claimed = b.claimCancel(c, now)
-				return claimed
-			})
-			if err == nil && claimed {
-				b.forwardCancel(cur)
-			}
-		case t.Phase == mapping.PhaseSubmitted && (t.ObservedAt == nil || now.Sub(*t.ObservedAt) >= b.opts.SweepObserveAge):
-			b.refresh(ctx, t, 0)
 		}
 	}
 }

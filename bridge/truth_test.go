@@ -571,7 +571,7 @@ func TestRestartResumesAtOnce(t *testing.T) {
 		CorrelationID: "jb-cut-off", Phase: mapping.PhaseSubmitting, Status: mapping.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: time.Hour, ExpiresAt: now.Add(time.Hour), PollInterval: time.Second,
 	}
-	if err := again.store.Create(t.Context(), cut, 0); err != nil {
+	if err := again.store.Create(t.Context(), cut, mapping.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := again.waitTerminal(id); got.Status != "completed" || got.Result.Text() != "Computed cut in 0s." {
@@ -685,4 +685,30 @@ func (f *laggingFinder) seen() (int, adapters.StartRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.finds, f.last
+}
+
+// A later observation of the job keeps saying that the cancel was refused,
+// and why, with the job's own status after it: the caller is not left to
+// think the cancel was forgotten.
+func TestRefusedCancelSurvivesObservations(t *testing.T) {
+	mem := newMemBackend(nil)
+	mem.cancelHook = func(*memJob) (error, bool) {
+		return fmt.Errorf("%w: HTTP 409: job is in a protected phase", adapters.ErrCancelRefused), true
+	}
+	h := newHarness(t, harnessOptions{adapters: withMem(mem), tune: func(c *catalog.Catalog) {
+		c.Tool("long_job").RefreshInterval = 10 * time.Millisecond
+	}})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	_, polls0, _ := mem.counts()
+	got := h.waitFor(task.TaskID, "an observation after the refusal", func(*taskclient.Task) bool {
+		_, polls, _ := mem.counts()
+		return polls > polls0
+	})
+	if !strings.Contains(got.StatusMessage, "refused") || !strings.Contains(got.StatusMessage, "protected phase") || !strings.Contains(got.StatusMessage, "RUNNING") {
+		t.Errorf("after an observation: %q, want the refusal and why, and the job's status", got.StatusMessage)
+	}
 }

@@ -56,11 +56,16 @@ type Limits struct {
 	// Default 100.
 	MaxLiveTasks int `yaml:"max_live_tasks"`
 	// CreatesPerMinute is how many tasks one principal may create per
-	// minute, per replica. Default 60.
+	// minute, across all the replicas sharing a store: the store counts
+	// creations in fixed one-minute windows, atomically with each insert
+	// (so up to twice as many may be created across a window's boundary).
+	// Default 60.
 	CreatesPerMinute int `yaml:"creates_per_minute"`
 	// GetsPerSecond is how many tasks/* requests one principal may send per
 	// second, per replica (a burst of twice as many is allowed); faster
-	// callers get HTTP 429 with Retry-After. Default 100.
+	// callers get HTTP 429 with Retry-After. It is a bucket in each
+	// process, since a count shared through the store would cost a write
+	// per tasks/get: N replicas allow up to N times it. Default 100.
 	GetsPerSecond int `yaml:"gets_per_second"`
 	// MaxRequestBytes bounds an HTTP request body. Default 1 MiB.
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`

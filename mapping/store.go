@@ -26,15 +26,22 @@ type Store interface {
 	// that a Get for the same key resolves. Creating a key that already exists
 	// returns an error.
 	//
-	// When maxLive is positive and t.Principal already has maxLive live tasks,
-	// Create returns ErrLiveLimit and inserts nothing; maxLive zero or less
-	// means no limit. The count and the insert are one atomic step, also
-	// across processes that share the store, and the count costs the same
-	// however many tasks the principal has. For this limit a task is live
-	// from its creation (unless it is created terminal) until an Update makes
-	// it terminal or PurgeExpired deletes it: a task whose ExpiresAt has
-	// passed still counts until the next purge.
-	Create(ctx context.Context, t *Task, maxLive int) error
+	// When limits.MaxLive is positive and t.Principal already has MaxLive
+	// live tasks, Create returns ErrLiveLimit and inserts nothing. For this
+	// limit a task is live from its creation (unless it is created terminal)
+	// until an Update makes it terminal or PurgeExpired deletes it: a task
+	// whose ExpiresAt has passed still counts until the next purge.
+	//
+	// When limits.PerMinute is positive and t.Principal has already created
+	// PerMinute tasks with a positive PerMinute in the rate window of
+	// t.CreatedAt (see RateWindow), Create returns ErrRateLimit and inserts
+	// nothing. When both limits refuse, the error is ErrLiveLimit. A refused
+	// or failed Create counts against neither limit.
+	//
+	// The checks and the insert are one atomic step, also across processes
+	// that share the store, and they cost the same however many tasks the
+	// principal or the store has.
+	Create(ctx context.Context, t *Task, limits CreateLimits) error
 
 	// Get returns the task with the given key if it belongs to principal. A
 	// task of another principal, an unknown key and a task whose ExpiresAt
@@ -73,7 +80,8 @@ type Store interface {
 
 	// PurgeExpired deletes tasks whose ExpiresAt is not after now and returns how
 	// many it deleted. The deleted tasks that were not terminal free their
-	// slots of the live-task limit (see Create).
+	// slots of the live-task limit (see Create). It also forgets the creation
+	// counts of rate windows that ended by now, which no Create reads again.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
 	// Close releases the store's resources.
@@ -89,10 +97,40 @@ var (
 	// ErrLiveLimit is returned by Create when the principal already has as
 	// many live tasks as allowed.
 	ErrLiveLimit = errors.New("too many unfinished tasks")
+	// ErrRateLimit is returned by Create when the principal already created
+	// as many tasks in the current rate window as allowed.
+	ErrRateLimit = errors.New("too many tasks created")
 	// ErrBadCursor is wrapped by the error ParseCursor returns for a string
 	// that no Cursor encodes to.
 	ErrBadCursor = errors.New("invalid cursor")
 )
+
+// CreateLimits are the per-principal limits Create enforces. The zero value
+// means no limit.
+type CreateLimits struct {
+	// MaxLive is how many live tasks the principal may have; zero or less
+	// means no limit.
+	MaxLive int
+	// PerMinute is how many tasks the principal may create in one rate
+	// window; zero or less means no limit (and the task is not counted).
+	PerMinute int
+}
+
+// RateWindow is the fixed window of CreateLimits.PerMinute: a window begins
+// at each whole minute (UTC) and a task belongs to the one its CreatedAt
+// falls in. A principal may so create up to PerMinute tasks at the end of
+// one window and PerMinute more at the start of the next: at most twice
+// PerMinute in any minute, as with a token bucket of PerMinute holding
+// PerMinute tokens.
+//
+// Windows only move forward: a task whose CreatedAt falls in a window older
+// than the newest one its principal has created in (a replica whose clock
+// lags) counts in the newest one, so that replicas with skewed clocks share
+// one count.
+const RateWindow = time.Minute
+
+// RateWindowOf returns the start of the rate window that t falls in.
+func RateWindowOf(t time.Time) time.Time { return t.UTC().Truncate(RateWindow) }
 
 // MaxListLimit is the largest page ListByPrincipal returns.
 const MaxListLimit = 1000

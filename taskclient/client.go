@@ -13,7 +13,8 @@
 // (where the method has one) Mcp-Name headers, and per-request _meta with the
 // protocol version, client info and client capabilities. Responses may be a
 // single JSON object or a text/event-stream; notifications on a stream are
-// ignored. JSON-RPC errors are returned as *[RPCError].
+// ignored. JSON-RPC errors are returned as *[RPCError], and an HTTP error
+// answer without a JSON-RPC body (a proxy's 502) as *[HTTPError].
 package taskclient
 
 import (
@@ -95,6 +96,18 @@ type RPCError struct {
 
 func (e *RPCError) Error() string {
 	return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message)
+}
+
+// HTTPError is an HTTP response that carried no JSON-RPC message, such as a
+// 502 from a proxy in front of a server that is down.
+type HTTPError struct {
+	StatusCode int
+	// Body is the start of the response body.
+	Body string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("unexpected HTTP status %d: %s", e.StatusCode, e.Body)
 }
 
 // Capabilities returns the client capabilities this client declares, as sent
@@ -295,7 +308,7 @@ func readJSONBody(resp *http.Response, id string) (*rpcMessage, error) {
 	var msg rpcMessage
 	if err := json.Unmarshal(body, &msg); err != nil || (msg.Result == nil && msg.Error == nil) {
 		if resp.StatusCode >= 300 {
-			return nil, fmt.Errorf("unexpected HTTP status %d: %s", resp.StatusCode, snippet(body))
+			return nil, &HTTPError{StatusCode: resp.StatusCode, Body: snippet(body)}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("decoding response: %w", err)

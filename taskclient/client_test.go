@@ -391,6 +391,8 @@ func TestErrorMapping(t *testing.T) {
 		reply   reply
 		want    *RPCError // nil: a non-RPC error is expected
 		wantErr string
+		// wantHTTP is the status of the *HTTPError expected (0: none).
+		wantHTTP int
 	}{
 		{
 			name:  "missing capability on 400",
@@ -418,9 +420,10 @@ func TestErrorMapping(t *testing.T) {
 			want:  &RPCError{Code: -32700, Message: "parse error", HTTPStatus: 400},
 		},
 		{
-			name:    "non-JSON gateway error",
-			reply:   reply{Status: 502, Body: "bad gateway"},
-			wantErr: "unexpected HTTP status 502: bad gateway",
+			name:     "non-JSON gateway error",
+			reply:    reply{Status: 502, Body: "bad gateway"},
+			wantErr:  "unexpected HTTP status 502: bad gateway",
+			wantHTTP: 502,
 		},
 		{
 			name:    "response for another id",
@@ -448,6 +451,10 @@ func TestErrorMapping(t *testing.T) {
 				}
 				if !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				var httpErr *HTTPError
+				if tt.wantHTTP != 0 && (!errors.As(err, &httpErr) || httpErr.StatusCode != tt.wantHTTP) {
+					t.Errorf("error = %v (%T), want an *HTTPError with status %d", err, err, tt.wantHTTP)
 				}
 				return
 			}

@@ -78,6 +78,15 @@ type Tool struct {
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// Execution is the tool's execution settings, which only 2025-11-25
+	// servers send (2026-07-28 tools have none); nil when absent.
+	Execution *ToolExecution `json:"execution,omitempty"`
+}
+
+// ToolExecution is a 2025-11-25 tool's execution settings.
+type ToolExecution struct {
+	// TaskSupport is "required", "optional" or "forbidden".
+	TaskSupport string `json:"taskSupport,omitempty"`
 }
 
 // ListTools calls tools/list, following nextCursor until the last page.

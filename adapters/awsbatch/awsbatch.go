@@ -151,6 +151,7 @@ type Adapter struct {
 var (
 	_ adapters.Adapter = (*Adapter)(nil)
 	_ adapters.Finder  = (*Adapter)(nil)
+	_ adapters.Batcher = (*Adapter)(nil)
 )
 
 // refData is the adapter-owned part of a JobRef.
@@ -333,6 +334,10 @@ func (a *Adapter) cancelSent(jobID string, final bool) bool {
 	}
 	return ok
 }
+
+// BatchSize implements [adapters.Batcher]: one DescribeJobs call takes up to
+// 100 job IDs.
+func (a *Adapter) BatchSize() int { return maxDescribe }
 
 // Poll observes the jobs through the shared poller: jobs described less
 // than describe_interval ago are answered from their last description, the

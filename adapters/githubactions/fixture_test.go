@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,6 +102,8 @@ type fixture struct {
 	base  string
 	cfg   testConfig
 	logs  *syncWriter
+	// checkingLogs is set once the log check is registered.
+	checkingLogs bool
 }
 
 // logText returns what the adapters logged so far.
@@ -161,8 +164,20 @@ func (f *fixture) newAdapter(edit func(*BackendConfig, map[string]JobConfig)) (*
 	if edit != nil {
 		edit(&backend, tools)
 	}
+	if !f.checkingLogs {
+		// The logger comes scoped with the backend's name, as jobbridge
+		// serve hands it over; no line may name the backend again.
+		f.checkingLogs = true
+		f.t.Cleanup(func() {
+			for _, line := range strings.Split(f.logText(), "\n") {
+				if strings.Count(line, "backend=") > 1 {
+					f.t.Errorf("log line repeats the backend key: %s", line)
+				}
+			}
+		})
+	}
 	opts := &Options{
-		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("backend", "github"),
 		Getenv: func(name string) (string, bool) {
 			return map[string]string{"TEST_GITHUB_TOKEN": testToken}[name], name == "TEST_GITHUB_TOKEN"
 		},

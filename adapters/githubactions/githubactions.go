@@ -296,6 +296,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil
+		keepIdle(t)
 		base = t
 	}
 	a.meter = newMeter(base, a.now, backend.APIVersion, backend.RequestsPerHour)
@@ -402,7 +403,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 		details, err = a.dispatch(ctx, t, body, false)
 		if err == nil {
 			a.runDetails.Store(false)
-			a.log.Warn("the server refuses return_run_details; finding dispatched runs by their correlation input from now on", "backend", a.name)
+			a.log.Warn("the server refuses return_run_details; finding dispatched runs by their correlation input from now on")
 		}
 	}
 	if err != nil {
@@ -873,10 +874,10 @@ func (a *Adapter) forceCancel(ctx context.Context, d refData) error {
 		a.mu.Lock()
 		rec.forced = false // try again next time
 		a.mu.Unlock()
-		a.log.Warn("force-cancelling run", "backend", a.name, "run", d.RunID, "error", err)
+		a.log.Warn("force-cancelling run", "run", d.RunID, "error", err)
 		return err
 	}
-	a.log.Info("force-cancel sent", "backend", a.name, "run", d.RunID)
+	a.log.Info("force-cancel sent", "run", d.RunID)
 	return nil
 }
 

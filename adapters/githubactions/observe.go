@@ -80,7 +80,7 @@ func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.Wor
 			o.Progress = &adapters.Progress{Done: float64(done), Total: float64(len(jobs))}
 		}
 	default:
-		a.log.Warn("unknown workflow run status; keeping the task working", "backend", a.name, "run", d.RunID, "status", a.red.clean(status, 50))
+		a.log.Warn("unknown workflow run status; keeping the task working", "run", d.RunID, "status", a.red.clean(status, 50))
 		o.State = adapters.StateWorking
 		o.Message = fmt.Sprintf("status %q", status)
 	}
@@ -229,7 +229,7 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 		o.State = adapters.StateToolError
 		fmt.Fprintf(&b, "The run needs a maintainer's action on GitHub, which the bridge cannot take: %s\n", run.GetHTMLURL())
 	default:
-		a.log.Warn("unknown workflow run conclusion; reporting a tool error", "backend", a.name, "run", d.RunID, "conclusion", a.red.clean(conclusion, 50))
+		a.log.Warn("unknown workflow run conclusion; reporting a tool error", "run", d.RunID, "conclusion", a.red.clean(conclusion, 50))
 		o.State = adapters.StateToolError
 	}
 	if o.State == adapters.StateToolError && *t.cfg.LogTailLines > 0 {
@@ -397,7 +397,7 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 		ans := answers[key]
 		ids, ok := parseApprovalKey(key)
 		if !ok {
-			a.log.Warn("ignoring an answer to an unknown question", "backend", a.name, "run", d.RunID, "key", a.red.clean(key, 100))
+			a.log.Warn("ignoring an answer to an unknown question", "run", d.RunID, "key", a.red.clean(key, 100))
 			continue
 		}
 		state, comment, send := reviewOf(ans)
@@ -409,9 +409,9 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 		})
 		switch {
 		case err == nil:
-			a.log.Info("deployment review sent", "backend", a.name, "run", d.RunID, "state", state)
+			a.log.Info("deployment review sent", "run", d.RunID, "state", state)
 		case a.noLongerPending(ctx, d, ids, err):
-			a.log.Info("deployment no longer waits; answer not delivered", "backend", a.name, "run", d.RunID)
+			a.log.Info("deployment no longer waits; answer not delivered", "run", d.RunID)
 		default:
 			errs = append(errs, fmt.Errorf("reviewing the deployment of run %d: %w", d.RunID, a.apiError(err)))
 		}

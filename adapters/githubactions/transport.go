@@ -26,6 +26,24 @@ var (
 	errNotSent = errors.New("request not sent")
 )
 
+// Idle connections the default transport keeps, so that the runs a Poll
+// observes concurrently (pollConcurrency), and the Polls the bridge runs at
+// once (tasks/get, and its sweep's batches), reuse connections to the API
+// host instead of opening one per request.
+const (
+	idleConnsPerHost = 64
+	idleConns        = 256
+)
+
+// keepIdle raises t's idle-connection limits to idleConnsPerHost per host
+// (the default is 2) and idleConns in all (zero, no limit, stays).
+func keepIdle(t *http.Transport) {
+	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, idleConnsPerHost)
+	if t.MaxIdleConns != 0 {
+		t.MaxIdleConns = max(t.MaxIdleConns, idleConns)
+	}
+}
+
 // fromCacheHeader marks a response the ETag cache answered (after a 304).
 // go-github does not update its rate-limit state from such responses.
 const fromCacheHeader = "X-From-Cache"

@@ -39,11 +39,21 @@ const maxAPIText = 500
 // maxExcerpt bounds the excerpt of an unusable answer quoted in an error.
 const maxExcerpt = 300
 
+// Idle connections the adapter's transport keeps, so that concurrent calls
+// reuse connections instead of opening one each: a Poll has up to
+// pollConcurrency requests in flight, and the bridge runs several Polls of
+// one backend at once (tasks/get, and its sweep's batches), all to one host.
+const (
+	idleConnsPerHost = 64
+	idleConns        = 256
+)
+
 // newHTTPClient returns the client all requests go through: base's
 // transport, no redirects, and the per-request timeout. An *http.Transport
 // (by default one with http.DefaultTransport's settings) is cloned, dials
 // through eg and uses no proxy, so that the egress check sees the backend's
-// own address and no request leaves for a proxy named in the environment.
+// own address and no request leaves for a proxy named in the environment;
+// the clone keeps at least idleConnsPerHost idle connections per host.
 func newHTTPClient(base *http.Client, timeout time.Duration, eg *egress) *http.Client {
 	var c http.Client
 	if base != nil {
@@ -52,7 +62,8 @@ func newHTTPClient(base *http.Client, timeout time.Duration, eg *egress) *http.C
 	if c.Transport == nil {
 		c.Transport = &http.Transport{
 			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          100,
+			MaxIdleConns:          idleConns,
+			MaxIdleConnsPerHost:   idleConnsPerHost,
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
@@ -63,6 +74,7 @@ func newHTTPClient(base *http.Client, timeout time.Duration, eg *egress) *http.C
 		t.Proxy = nil
 		t.DialContext = eg.dialContext
 		t.DialTLSContext = nil
+		keepIdle(t)
 		c.Transport = t
 	}
 	_, traced := c.Transport.(*http.Transport)
@@ -70,6 +82,15 @@ func newHTTPClient(base *http.Client, timeout time.Duration, eg *egress) *http.C
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.Timeout = timeout
 	return &c
+}
+
+// keepIdle raises t's idle-connection limits to idleConnsPerHost per host
+// (the default is 2) and idleConns in all (zero, no limit, stays).
+func keepIdle(t *http.Transport) {
+	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, idleConnsPerHost)
+	if t.MaxIdleConns != 0 {
+		t.MaxIdleConns = max(t.MaxIdleConns, idleConns)
+	}
 }
 
 // sendRecord, put in a request's context, learns whether any attempt of the

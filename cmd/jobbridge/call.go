@@ -11,13 +11,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/jobbridge/jobbridge/internal/spelling"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
@@ -32,10 +37,19 @@ checked, a choice takes its value or its number, a multi-select takes a
 comma-separated list. An empty answer skips an optional field or takes the
 default. Type !decline to decline the whole request, !cancel to dismiss it.
 
-Without --no-wait the task is polled until it ends, with its status on stderr.
-Ctrl-C asks the server to cancel the task and keeps polling for up to
---timeout. The result's text goes to stdout; the exit status is non-zero when
-the tool reports an error or the task fails or is cancelled.
+As soon as the server creates a task its ID is printed on stderr, so that
+"jobbridge task watch ID" can follow it again later. Without --no-wait the
+task is polled until it ends, with its status on stderr. When the server
+cannot be reached (a restart, a proxy answering 502, 503 or 504) polling is
+retried with backoff, up to 30s apart, for as long as the task lives and at
+most --timeout in a row. Ctrl-C asks the server to cancel the task and keeps
+polling for up to --timeout. The result's text goes to stdout; the exit
+status is 1 when the tool reports an error or the task fails or is
+cancelled, 2 for a usage error.
+
+Example:
+
+  jobbridge call --url http://127.0.0.1:8080/mcp build_report '{"report": "sales"}'
 
 Flags:
 `
@@ -46,58 +60,90 @@ const maxInputRounds = 10
 // cancelSendTimeout bounds the tasks/cancel request sent after an interrupt.
 const cancelSendTimeout = 10 * time.Second
 
+// defaultURL is the endpoint the client commands talk to by default.
+const defaultURL = "http://127.0.0.1:8080/mcp"
+
 // runCall implements `jobbridge call`.
 func runCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, callUsage)
-		fs.PrintDefaults()
-	}
-	url := fs.String("url", "http://127.0.0.1:8080/mcp", "MCP endpoint `URL`")
-	noWait := fs.Bool("no-wait", false, "print the task handle as JSON and exit instead of waiting")
-	timeout := fs.Duration("timeout", 30*time.Second, "after a cancel request, how long to keep polling for the final state")
-	var headers headerFlag
-	fs.Var(&headers, "header", "extra HTTP header `'Name: value'` (repeatable), e.g. an Authorization header")
-
-	positional, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	cmd := newCommand("call", callUsage, stdout, stderr)
+	cf := addClientFlags(cmd.fs)
+	noWait := cmd.fs.Bool("no-wait", false, "print the task handle as JSON and exit instead of waiting")
+	positional, err := cmd.parse(args)
 	if err != nil {
-		return exitError(2)
+		return err
 	}
 	if len(positional) < 1 || len(positional) > 2 {
-		fs.Usage()
-		return exitError(2)
+		return cmd.usageError()
 	}
 	tool := positional[0]
 	arguments := json.RawMessage(`{}`)
 	if len(positional) == 2 {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(positional[1]), &obj); err != nil || obj == nil {
-			return fmt.Errorf("JSON_ARGS must be a JSON object: %s", positional[1])
+		if arguments, err = parseArguments(positional[1]); err != nil {
+			return err
 		}
-		arguments = json.RawMessage(positional[1])
 	}
-
-	lines := newLineReader(stdin)
-	defer lines.stop()
-	c := &caller{
-		client: &taskclient.Client{
-			URL: *url, Tasks: true, Elicitation: true, Header: headers.header(),
-			ClientName: "jobbridge", ClientVersion: buildVersion(),
-		},
-		lines:      lines,
-		stdout:     stdout,
-		stderr:     stderr,
-		status:     &statusLine{w: stderr, tty: isTerminal(stderr)},
-		cancelWait: *timeout,
-	}
+	c := cf.caller(stdin, stdout, stderr)
+	defer c.close()
+	c.announce = true
 	return c.run(ctx, tool, arguments, *noWait)
 }
 
-// caller carries one `jobbridge call` invocation.
+// parseArguments checks that s is a JSON object and says why when it is not.
+func parseArguments(s string) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, fmt.Errorf("JSON_ARGS is not valid JSON: %v (at byte %d of %s)", err, syn.Offset, s)
+		}
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return nil, fmt.Errorf("JSON_ARGS must be a JSON object, not a JSON %s: %s", typ.Value, s)
+		}
+		return nil, fmt.Errorf("JSON_ARGS: %v: %s", err, s)
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("JSON_ARGS must be a JSON object, not %s", s)
+	}
+	return json.RawMessage(s), nil
+}
+
+// clientFlags are the flags of the commands that talk to a server.
+type clientFlags struct {
+	url     *string
+	timeout *time.Duration
+	headers headerFlag
+}
+
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	f := &clientFlags{}
+	f.url = fs.String("url", defaultURL, "MCP endpoint `URL`")
+	f.timeout = fs.Duration("timeout", time.Minute, "how long to keep retrying a server that cannot be reached, and to keep polling after a cancel request")
+	fs.Var(&f.headers, "header", "extra HTTP header `'Name: value'` (repeatable), e.g. an Authorization header")
+	return f
+}
+
+func (f *clientFlags) client() *taskclient.Client {
+	return &taskclient.Client{
+		URL: *f.url, Tasks: true, Elicitation: true, Header: f.headers.header(),
+		ClientName: "jobbridge", ClientVersion: buildVersion(),
+	}
+}
+
+// caller returns a caller for the flags; close it when done.
+func (f *clientFlags) caller(stdin io.Reader, stdout, stderr io.Writer) *caller {
+	status := newStatusLine(stderr)
+	return &caller{
+		client:     f.client(),
+		lines:      newLineReader(stdin),
+		stdout:     stdout,
+		stderr:     status,
+		status:     status,
+		cancelWait: *f.timeout,
+	}
+}
+
+// caller carries one `jobbridge call` (or `jobbridge task`) invocation.
 type caller struct {
 	client     *taskclient.Client
 	lines      *lineReader
@@ -108,22 +154,37 @@ type caller struct {
 	// autoAnswer, when set, answers an input request without asking (its
 	// key); ok false asks the user.
 	autoAnswer func(key string) (res taskclient.ElicitResult, ok bool)
+	// announce prints the task ID as soon as the task exists.
+	announce bool
+	// retryBase and retryMax bound the backoff between polls of a server
+	// that cannot be reached (zero: 500ms and 30s).
+	retryBase, retryMax time.Duration
 	// taskID is the task the call created, once it has one.
 	taskID string
 }
+
+// close stops reading stdin.
+func (c *caller) close() { c.lines.stop() }
 
 func (c *caller) run(ctx context.Context, tool string, arguments json.RawMessage, noWait bool) error {
 	var opts *taskclient.CallOptions
 	for round := 0; ; round++ {
 		res, err := c.client.CallTool(ctx, tool, arguments, opts)
 		if err != nil {
-			return fmt.Errorf("calling tool %s: %w", tool, err)
+			return fmt.Errorf("calling tool %s: %w", tool, c.explain(ctx, err, tool))
 		}
 		switch {
 		case res.Result != nil:
 			return c.printResult(res.Result)
 		case res.Task != nil:
 			c.taskID = res.Task.TaskID
+			if c.announce {
+				hint := "jobbridge task watch " + c.taskID
+				if c.client.URL != defaultURL {
+					hint += " --url " + c.client.URL
+				}
+				fmt.Fprintf(c.stderr, "task ID: %s; follow it with %s\n", c.taskID, hint)
+			}
 			if noWait {
 				return printJSON(c.stdout, res.Task.Raw)
 			}
@@ -143,10 +204,53 @@ func (c *caller) run(ctx context.Context, tool string, arguments json.RawMessage
 	}
 }
 
+// explain adds what a user needs to a request's error: whether the server
+// runs at all, and for an unknown tool the nearest tool name (tool "" for
+// requests that name none).
+func (c *caller) explain(ctx context.Context, err error, tool string) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w: is the server running at %s?", err, c.client.URL)
+	}
+	var rpcErr *taskclient.RPCError
+	if tool == "" || !errors.As(err, &rpcErr) || rpcErr.Code != taskclient.CodeInvalidParams || !strings.HasPrefix(rpcErr.Message, "unknown tool") {
+		return err
+	}
+	listCtx, cancel := context.WithTimeout(ctx, cancelSendTimeout)
+	defer cancel()
+	tools, lerr := c.client.ListTools(listCtx)
+	if lerr != nil {
+		return err
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	if near := nearest(tool, names); near != "" {
+		return fmt.Errorf("%w; did you mean %q? (jobbridge tools lists them)", err, near)
+	}
+	return fmt.Errorf("%w (jobbridge tools lists the server's tools)", err)
+}
+
+// nearest returns the name closest to word, if one is close enough to be
+// a likely misspelling.
+func nearest(word string, names []string) string {
+	best, bestD := "", -1
+	for _, n := range names {
+		d := spelling.Distance(strings.ToLower(word), strings.ToLower(n))
+		if bestD < 0 || d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if bestD < 0 || bestD > max(2, len(word)/3) {
+		return ""
+	}
+	return best
+}
+
 // followTask polls a task to its end, answering its input requests; on an
 // interrupt it asks the server to cancel the task and waits for the outcome.
 func (c *caller) followTask(ctx context.Context, task *taskclient.Task) error {
-	c.status.start = time.Now()
+	c.status.start = taskStart(task, time.Now())
 	final, err := c.poll(ctx, task, true)
 	if err != nil && ctx.Err() == nil {
 		return err
@@ -154,26 +258,40 @@ func (c *caller) followTask(ctx context.Context, task *taskclient.Task) error {
 	if err != nil {
 		// Interrupted: the task outlives this request's context on purpose,
 		// so cancelling and the last polls run on a fresh bounded context.
-		c.status.finish()
-		base := context.WithoutCancel(ctx)
-		sendCtx, stop := context.WithTimeout(base, cancelSendTimeout)
-		err := c.client.CancelTask(sendCtx, task.TaskID)
-		stop()
-		if err != nil {
-			return fmt.Errorf("cancelling task: %w", err)
-		}
-		fmt.Fprintln(c.stderr, "cancel requested; waiting for the backend…")
-		waitCtx, stop := context.WithTimeout(base, c.cancelWait)
-		defer stop()
-		final, err = c.poll(waitCtx, final, false)
-		if err != nil {
-			c.status.finish()
-			if waitCtx.Err() != nil {
-				return fmt.Errorf("task still not finished %s after the cancel request; giving up", c.cancelWait)
-			}
+		if final, err = c.cancelAndWait(context.WithoutCancel(ctx), final); err != nil {
 			return err
 		}
 	}
+	return c.outcome(final)
+}
+
+// cancelAndWait sends tasks/cancel and polls the task for up to cancelWait
+// for its final state. base bounds it all (a Ctrl-C of `task cancel`).
+func (c *caller) cancelAndWait(base context.Context, task *taskclient.Task) (*taskclient.Task, error) {
+	c.status.finish()
+	sendCtx, stop := context.WithTimeout(base, cancelSendTimeout)
+	err := c.client.CancelTask(sendCtx, task.TaskID)
+	stop()
+	if err != nil {
+		return task, fmt.Errorf("cancelling task: %w", c.explain(base, err, ""))
+	}
+	fmt.Fprintln(c.stderr, "cancel requested; waiting for the backend…")
+	waitCtx, stop := context.WithTimeout(base, c.cancelWait)
+	defer stop()
+	final, err := c.poll(waitCtx, task, false)
+	if err != nil {
+		c.status.finish()
+		if waitCtx.Err() != nil && base.Err() == nil {
+			return final, fmt.Errorf("task still not finished %s after the cancel request; giving up", c.cancelWait)
+		}
+		return final, err
+	}
+	return final, nil
+}
+
+// outcome prints a terminal task's result and turns a failure into the
+// command's error.
+func (c *caller) outcome(final *taskclient.Task) error {
 	switch final.Status {
 	case taskclient.StatusCompleted:
 		if final.Result == nil {
@@ -190,42 +308,124 @@ func (c *caller) followTask(ctx context.Context, task *taskclient.Task) error {
 	}
 }
 
+// taskStart is when the task was created, for the elapsed time; now when it
+// does not say or says a time to come.
+func taskStart(t *taskclient.Task, now time.Time) time.Time {
+	created, err := time.Parse(time.RFC3339Nano, t.CreatedAt)
+	if err != nil || created.After(now) {
+		return now
+	}
+	return created
+}
+
+// taskExpiry is when the task's TTL ends; zero when it has none.
+func taskExpiry(t *taskclient.Task) time.Time {
+	created, err := time.Parse(time.RFC3339Nano, t.CreatedAt)
+	if err != nil || t.TTLMs == nil {
+		return time.Time{}
+	}
+	return created.Add(time.Duration(*t.TTLMs) * time.Millisecond)
+}
+
 // poll shows the task's status and polls tasks/get until the task is
 // terminal. With interactive set it asks the user for each input request
-// once and sends the answers with tasks/update. It returns the last task seen
-// (never nil) with any error.
+// once and sends the answers with tasks/update. A poll that cannot reach
+// the server is retried with backoff while the task lives, for at most
+// cancelWait in a row. It returns the last task seen (never nil) with any
+// error.
 func (c *caller) poll(ctx context.Context, t *taskclient.Task, interactive bool) (*taskclient.Task, error) {
 	answered := map[string]bool{}
-	failures := 0
+	var (
+		tries int
+		since time.Time
+	)
+	defer c.status.setNote("")
 	for {
 		c.status.show(t)
 		if t.Terminal() {
 			c.status.finish()
 			return t, nil
 		}
-		if interactive && t.Status == taskclient.StatusInputRequired {
+		if interactive && t.Status == taskclient.StatusInputRequired && tries == 0 {
 			if err := c.answerTask(ctx, t, answered); err != nil {
 				return t, err
 			}
 		}
-		if err := c.sleep(ctx, t); err != nil {
+		wait := t.PollInterval()
+		if tries > 0 {
+			wait = c.backoff(tries)
+		}
+		if err := c.sleep(ctx, t, wait); err != nil {
 			return t, err
 		}
 		next, err := c.client.GetTask(ctx, t.TaskID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return t, ctx.Err()
-			}
-			var rpcErr *taskclient.RPCError
-			if failures++; errors.As(err, &rpcErr) || failures > 3 {
-				c.status.finish()
-				return t, fmt.Errorf("polling task: %w", err)
-			}
+		if err == nil {
+			tries = 0
+			c.status.setNote("")
+			t = next
 			continue
 		}
-		failures = 0
-		t = next
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		if !unreachable(err) {
+			c.status.finish()
+			return t, fmt.Errorf("polling task: %w", err)
+		}
+		now := time.Now()
+		if tries == 0 {
+			since = now
+		}
+		tries++
+		expiry := taskExpiry(t)
+		if now.Sub(since) >= c.cancelWait || (!expiry.IsZero() && now.After(expiry)) {
+			c.status.finish()
+			return t, fmt.Errorf("polling task: server unreachable for %s (%d tries), giving up (the task may still run; follow it later with jobbridge task watch %s): %w",
+				now.Sub(since).Round(time.Second), tries, t.TaskID, c.explain(ctx, err, ""))
+		}
+		c.status.setNote(fmt.Sprintf("server unreachable, retrying (%d)", tries))
 	}
+}
+
+// backoff is the jittered wait before the n-th retry (1-based): doubling
+// from retryBase, at most retryMax.
+func (c *caller) backoff(n int) time.Duration {
+	base, ceil := c.retryBase, c.retryMax
+	if base <= 0 {
+		base = 500 * time.Millisecond
+	}
+	if ceil <= 0 {
+		ceil = 30 * time.Second
+	}
+	d := base
+	for i := 1; i < n && d < ceil; i++ {
+		d *= 2
+	}
+	d = min(d, ceil)
+	// Full jitter over the upper half, so that clients of one restarted
+	// server do not come back in step.
+	return d/2 + rand.N(d/2+1)
+}
+
+// unreachable reports whether a request failed because the server could
+// not be reached or a proxy in front of it answered that it is away: worth
+// trying again later.
+func unreachable(err error) bool {
+	var rpcErr *taskclient.RPCError
+	if errors.As(err, &rpcErr) {
+		return gatewayStatus(rpcErr.HTTPStatus)
+	}
+	var httpErr *taskclient.HTTPError
+	if errors.As(err, &httpErr) {
+		return gatewayStatus(httpErr.StatusCode)
+	}
+	var urlErr *url.Error
+	return errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func gatewayStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
 // answerTask prompts for the task's input requests not yet answered and sends
@@ -240,8 +440,9 @@ func (c *caller) answerTask(ctx context.Context, t *taskclient.Task, answered ma
 	if len(pending) == 0 {
 		return nil
 	}
-	c.status.finish()
+	c.status.park(t)
 	responses, err := c.answer(ctx, pending)
+	c.status.unpark()
 	if err != nil {
 		return err
 	}
@@ -259,10 +460,10 @@ func (c *caller) answerTask(ctx context.Context, t *taskclient.Task, answered ma
 	return nil
 }
 
-// sleep waits for the task's poll interval, refreshing the elapsed time on a
-// terminal once a second.
-func (c *caller) sleep(ctx context.Context, t *taskclient.Task) error {
-	timer := time.NewTimer(t.PollInterval())
+// sleep waits for d, refreshing the elapsed time on a terminal once a
+// second.
+func (c *caller) sleep(ctx context.Context, t *taskclient.Task, d time.Duration) error {
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	var tick <-chan time.Time
 	if c.status.tty {
@@ -465,6 +666,8 @@ func (c *caller) ask(ctx context.Context, prompt string) (string, error) {
 	}
 	if !c.lines.tty {
 		fmt.Fprintln(c.stderr) // a terminal has echoed the newline already
+	} else {
+		c.status.echoed(line)
 	}
 	switch answer := strings.TrimSpace(line); answer {
 	case "!decline":
@@ -482,16 +685,38 @@ func fieldHint(p taskclient.Property) string {
 	case p.Type == "boolean":
 		return "y/n"
 	case p.Type == "array" && len(choices) > 0:
-		return "comma-separated, any of: " + strings.Join(sanitizeAll(choices), ", ")
+		return "comma-separated, any of: " + listChoices(choices)
 	case p.Type == "array":
 		return "comma-separated"
 	case len(choices) > 0:
-		return "one of: " + strings.Join(sanitizeAll(choices), ", ")
+		return "one of: " + listChoices(choices)
 	case p.Type == "number" || p.Type == "integer":
 		return p.Type
 	default:
 		return "text"
 	}
+}
+
+// listChoices lists choices for a prompt, numbered when a number picks one.
+func listChoices(choices []string) string {
+	out := sanitizeAll(choices)
+	if numbersPick(choices) {
+		for i, c := range out {
+			out[i] = fmt.Sprintf("%d) %s", i+1, c)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// numbersPick reports whether an answer may be a choice's 1-based number:
+// only when no choice is itself a number, which would make it ambiguous.
+func numbersPick(choices []string) bool {
+	for _, c := range choices {
+		if _, err := strconv.Atoi(strings.TrimSpace(c)); err == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // parseField converts an answer to the property's JSON type.
@@ -543,33 +768,172 @@ func pickChoice(choices []string, answer string) (string, error) {
 	if len(choices) == 0 || slices.Contains(choices, answer) {
 		return answer, nil
 	}
-	if n, err := strconv.Atoi(answer); err == nil && n >= 1 && n <= len(choices) {
+	if n, err := strconv.Atoi(answer); err == nil && n >= 1 && n <= len(choices) && numbersPick(choices) {
 		return choices[n-1], nil
 	}
 	return "", fmt.Errorf("%q is not one of the choices", answer)
 }
 
 // statusLine shows a task's status on stderr: rewritten in place on a
-// terminal, otherwise one line per change of status or message.
+// terminal, cut to its width, otherwise one line per change of status or
+// message. Everything else written to stderr goes through it too (it is an
+// io.Writer), so that while a prompt waits below the line it knows how far
+// up the line is and keeps its elapsed time ticking.
 type statusLine struct {
-	w     io.Writer
-	tty   bool
+	mu  sync.Mutex
+	w   io.Writer
+	tty bool
+	// size returns the terminal's columns and rows (nil or zeros: $COLUMNS
+	// or 80 columns, 24 rows).
+	size  func() (cols, rows int)
 	start time.Time
 	last  string
 	drawn bool // a line without a newline is on the terminal
+	note  string
+	// While parked, the line stays on screen above a prompt: up rows above
+	// the cursor, which is at column col.
+	parked   *taskclient.Task
+	up, col  int
+	stopTick chan struct{}
+	ticking  sync.WaitGroup
+}
+
+// newStatusLine returns the status line for w, in place when w is a
+// terminal.
+func newStatusLine(w io.Writer) *statusLine {
+	s := &statusLine{w: w, tty: isTerminal(w)}
+	if f, ok := w.(*os.File); ok && s.tty {
+		s.size = func() (int, int) { return terminalSize(f) }
+	}
+	return s
+}
+
+// dims returns the terminal's columns and rows, with fallbacks.
+func (s *statusLine) dims() (cols, rows int) {
+	if s.size != nil {
+		cols, rows = s.size()
+	}
+	if cols <= 0 {
+		cols = columnsFromEnv()
+	}
+	if rows <= 0 {
+		rows = 24
+	}
+	return cols, rows
+}
+
+// columnsFromEnv is $COLUMNS, or 80.
+func columnsFromEnv() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 80
+}
+
+// Write passes p on, counting the rows it takes while the line is parked.
+func (s *statusLine) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drawn && s.parked == nil {
+		// Output in the middle of an in-place line starts on its own line.
+		fmt.Fprintln(s.w)
+		s.drawn = false
+	}
+	s.count(string(p))
+	return s.w.Write(p)
+}
+
+// count advances the row and column of the cursor over text written while
+// parked (wrapping at the terminal's width).
+func (s *statusLine) count(text string) {
+	if s.parked == nil {
+		return
+	}
+	cols, _ := s.dims()
+	for _, r := range text {
+		switch {
+		case r == '\n':
+			s.up++
+			s.col = 0
+		case r == '\r':
+			s.col = 0
+		case r >= 0x20:
+			if s.col >= cols {
+				s.up++
+				s.col = 0
+			}
+			s.col++
+		}
+	}
+}
+
+// echoed records a line a terminal echoed while the user typed it.
+func (s *statusLine) echoed(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count(line + "\n")
+}
+
+// setNote sets a remark shown after the task's message, such as a retry.
+func (s *statusLine) setNote(note string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.note = note
+}
+
+// text is the line for t: "[status] message — note (elapsed)", its
+// message cut so that the whole fits in width runes (0: no limit).
+func (s *statusLine) text(t *taskclient.Task, width int, withElapsed bool) string {
+	head := "[" + sanitize(t.Status) + "]"
+	msg := strings.Join(strings.Fields(sanitize(t.StatusMessage)), " ")
+	if s.note != "" {
+		if msg != "" {
+			msg += " — "
+		}
+		msg += s.note
+	}
+	tail := ""
+	if withElapsed {
+		tail = fmt.Sprintf(" (%s)", time.Since(s.start).Round(time.Second))
+	}
+	if msg == "" {
+		return cut(head+tail, width)
+	}
+	if width > 0 {
+		room := width - len([]rune(head)) - 1 - len([]rune(tail))
+		if room < 4 {
+			return cut(head+" "+msg+tail, width)
+		}
+		msg = cut(msg, room)
+	}
+	return head + " " + msg + tail
+}
+
+// cut shortens s to at most width runes, ending it with "…" when it was
+// longer (0: no limit).
+func cut(s string, width int) string {
+	r := []rune(s)
+	if width <= 0 || len(r) <= width {
+		return s
+	}
+	if width == 1 {
+		return "…"
+	}
+	return string(r[:width-1]) + "…"
 }
 
 func (s *statusLine) show(t *taskclient.Task) {
-	text := "[" + sanitize(t.Status) + "]"
-	if msg := strings.Join(strings.Fields(sanitize(t.StatusMessage)), " "); msg != "" {
-		text += " " + msg
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.tty {
-		elapsed := time.Since(s.start).Round(time.Second)
-		fmt.Fprintf(s.w, "\r\x1b[K%s (%s)", text, elapsed)
+		cols, _ := s.dims()
+		// One column stays free: a line that fills the last one wraps on
+		// some terminals, leaving a copy behind at the next redraw.
+		fmt.Fprintf(s.w, "\r\x1b[K%s", s.text(t, cols-1, true))
 		s.drawn = true
 		return
 	}
+	text := s.text(t, 0, false)
 	if text == s.last {
 		return
 	}
@@ -579,15 +943,79 @@ func (s *statusLine) show(t *taskclient.Task) {
 
 // finish ends an in-place line so that what follows starts on its own line.
 func (s *statusLine) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.drawn {
 		fmt.Fprintln(s.w)
 		s.drawn = false
 	}
 }
 
+// park leaves the line on screen while prompts are written below it; on a
+// terminal its elapsed time keeps ticking until unpark.
+func (s *statusLine) park(t *taskclient.Task) {
+	if !s.tty {
+		s.finish()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drawn {
+		fmt.Fprintln(s.w)
+		s.drawn = false
+	}
+	s.parked, s.up, s.col = t, 1, 0
+	s.stopTick = make(chan struct{})
+	s.ticking.Add(1)
+	go s.tick(s.stopTick)
+}
+
+func (s *statusLine) tick(stop <-chan struct{}) {
+	defer s.ticking.Done()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+			s.redrawParked()
+		}
+	}
+}
+
+// redrawParked rewrites the parked line in place and puts the cursor back
+// where the prompt left it (DEC save and restore cursor). A line scrolled
+// off the screen is left alone.
+func (s *statusLine) redrawParked() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cols, rows := s.dims()
+	if s.parked == nil || s.up <= 0 || s.up >= rows {
+		return
+	}
+	fmt.Fprintf(s.w, "\x1b7\x1b[%dA\r\x1b[K%s\x1b8", s.up, s.text(s.parked, cols-1, true))
+}
+
+// unpark ends the ticking of a parked line.
+func (s *statusLine) unpark() {
+	s.mu.Lock()
+	stop := s.stopTick
+	s.stopTick, s.parked = nil, nil
+	s.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		s.ticking.Wait()
+	}
+}
+
 // repeat makes the next show print even an unchanged status, after other
 // output (such as prompts) came in between.
-func (s *statusLine) repeat() { s.last = "" }
+func (s *statusLine) repeat() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = ""
+}
 
 // lineReader reads stdin one line at a time on request, so that a prompt can
 // give up when the context ends without losing buffered input.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -163,6 +164,11 @@ func runCallTest(t *testing.T, ctx context.Context, stdin string, args ...string
 	return out.String(), errOut.String(), err
 }
 
+// taskIDLine is the line call prints once the fake's task exists.
+func taskIDLine(url string) string {
+	return "task ID: tsk-42; follow it with jobbridge task watch tsk-42 --url " + url + "\n"
+}
+
 func jsonEqual(t *testing.T, want string, got json.RawMessage) {
 	t.Helper()
 	var w, g any
@@ -289,7 +295,7 @@ func TestCallTaskPolledToEnd(t *testing.T) {
 			if diff := cmp.Diff(tt.wantStdout, stdout); diff != "" {
 				t.Errorf("stdout mismatch (-want +got):\n%s", diff)
 			}
-			wantStderr := "[working] submitted (T)\n[working] queued (T)\n[working] running step 1/2[2J (T)\n" + tt.wantLast
+			wantStderr := taskIDLine(url) + "[working] submitted (T)\n[working] queued (T)\n[working] running step 1/2[2J (T)\n" + tt.wantLast
 			if diff := cmp.Diff(wantStderr, normalize(stderr)); diff != "" {
 				t.Errorf("status lines mismatch (-want +got):\n%s", diff)
 			}
@@ -403,11 +409,11 @@ func TestCallPromptsShowFields(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runCall: %v", err)
 	}
-	want := "[working] submitted (T)\n[input_required] (T)\n\nDeploy to production?\n" +
+	want := taskIDLine(url) + "[working] submitted (T)\n[input_required] (T)\n\nDeploy to production?\n" +
 		"  Confirm (y/n): \n" +
 		"  Why now?\n  reason (text, optional): \n" +
 		"  replicas (integer, optional) [2]: \n" +
-		"  region (one of: eu, us): \n" +
+		"  region (one of: 1) eu, 2) us): \n" +
 		"answers sent; waiting for the task to continue\n[completed] (T)\n"
 	if diff := cmp.Diff(want, normalize(stderr)); diff != "" {
 		t.Errorf("stderr mismatch (-want +got):\n%s", diff)
@@ -517,8 +523,10 @@ func TestCallUsageErrors(t *testing.T) {
 		{name: "too many arguments", args: []string{"a", "{}", "extra"}, wantErr: exitError(2)},
 		{name: "unknown flag", args: []string{"--bogus", "a"}, wantErr: exitError(2)},
 		{name: "bad header", args: []string{"--header", "nocolon", "a"}, wantErr: exitError(2)},
-		{name: "arguments not an object", args: []string{"a", "[1,2]"}, wantMsg: "JSON_ARGS must be a JSON object: [1,2]"},
-		{name: "help", args: []string{"-h"}},
+		{name: "arguments not an object", args: []string{"a", "[1,2]"}, wantMsg: "JSON_ARGS must be a JSON object, not a JSON array: [1,2]"},
+		{name: "arguments not JSON", args: []string{"a", `{"a": 1,}`}, wantMsg: "JSON_ARGS is not valid JSON: invalid character '}' looking for beginning of object key string (at byte 9 of {\"a\": 1,})"},
+		{name: "arguments null", args: []string{"a", "null"}, wantMsg: "JSON_ARGS must be a JSON object, not null"},
+		{name: "help", args: []string{"-h"}, wantErr: errHelped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -578,4 +586,110 @@ func mustTask(t *testing.T, state map[string]any) *taskclient.Task {
 		t.Fatal(err)
 	}
 	return &task
+}
+
+func TestStatusLineFitsTheTerminal(t *testing.T) {
+	long := "step 7 of 12: uploading artifacts to the release bucket, then invalidating the CDN caches"
+	tests := []struct {
+		name string
+		cols int
+		msg  string
+		note string
+		want string
+	}{
+		{name: "fits", cols: 80, msg: "running", want: "[working] running (T)"},
+		{name: "cut to 40 columns", cols: 40, msg: long, want: "[working] step 7 of 12: uploading… (T)"},
+		{name: "note kept before the elapsed time", cols: 60, msg: "running", note: "server unreachable, retrying (3)",
+			want: "[working] running — server unreachable, retrying (3) (T)"},
+		{name: "narrow", cols: 12, msg: long, want: "[working] …"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			s := &statusLine{w: &buf, tty: true, start: time.Now(), size: func() (int, int) { return tt.cols, 24 }}
+			s.setNote(tt.note)
+			s.show(mustTask(t, taskState("working", tt.msg, nil)))
+			got := strings.TrimPrefix(buf.String(), "\r\x1b[K")
+			if diff := cmp.Diff(tt.want, normalize(got)); diff != "" {
+				t.Errorf("line (-want +got):\n%s", diff)
+			}
+			if n := len([]rune(got)); n >= tt.cols {
+				t.Errorf("%d runes on %d columns: %q", n, tt.cols, got)
+			}
+		})
+	}
+}
+
+func TestStatusLineTicksAbovePrompt(t *testing.T) {
+	var buf syncBuffer
+	s := &statusLine{w: &buf, tty: true, start: time.Now(), size: func() (int, int) { return 80, 24 }}
+	task := mustTask(t, taskState("input_required", "waiting for approval", nil))
+	s.show(task)
+	s.park(task)
+	fmt.Fprint(s, "\nDeploy?\n  Confirm (y/n): ") // two rows below the line, then the prompt
+	time.Sleep(1200 * time.Millisecond)
+	s.unpark()
+	out := buf.String()
+	// The redraw saves the cursor, goes up to the status line (3 rows: the
+	// empty line, the question, the prompt), rewrites it and comes back.
+	want := "\x1b7\x1b[3A\r\x1b[K[input_required] waiting for approval (1s)\x1b8"
+	if !strings.Contains(out, want) {
+		t.Errorf("no redraw %q in %q", want, out)
+	}
+	before := len(buf.String())
+	time.Sleep(1100 * time.Millisecond)
+	if len(buf.String()) != before {
+		t.Error("the line still ticks after unpark")
+	}
+}
+
+func TestStatusLineCountsWrappedRows(t *testing.T) {
+	s := &statusLine{w: io.Discard, tty: true, size: func() (int, int) { return 10, 24 }}
+	s.parked = &taskclient.Task{}
+	s.up = 1
+	fmt.Fprint(s, strings.Repeat("x", 25)) // three rows of 10 columns
+	s.echoed("abcdef")                     // wraps once more, then the newline
+	if s.up != 1+2+1+1 {
+		t.Errorf("rows up = %d, want 5", s.up)
+	}
+}
+
+func TestChoicesAreNumberedWhenNumbersPick(t *testing.T) {
+	tests := []struct {
+		choices  []string
+		hint     string
+		answer   string
+		want     string
+		wantFail bool
+	}{
+		{choices: []string{"eu", "us"}, hint: "one of: 1) eu, 2) us", answer: "2", want: "us"},
+		{choices: []string{"eu", "us"}, hint: "one of: 1) eu, 2) us", answer: "eu", want: "eu"},
+		{choices: []string{"10", "20"}, hint: "one of: 10, 20", answer: "1", wantFail: true},
+		{choices: []string{"10", "20"}, hint: "one of: 10, 20", answer: "20", want: "20"},
+	}
+	for _, tt := range tests {
+		opts := make([]any, len(tt.choices))
+		for i, c := range tt.choices {
+			opts[i] = c
+		}
+		data, _ := json.Marshal(map[string]any{"type": "string", "enum": opts})
+		var p taskclient.Property
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		if got := fieldHint(p); got != tt.hint {
+			t.Errorf("%v: hint %q, want %q", tt.choices, got, tt.hint)
+		}
+		got, err := pickChoice(tt.choices, tt.answer)
+		if tt.wantFail != (err != nil) || (!tt.wantFail && got != tt.want) {
+			t.Errorf("%v: answer %q picked %q, %v", tt.choices, tt.answer, got, err)
+		}
+	}
+}
+
+func TestCallRefusedConnectionAsksIfTheServerRuns(t *testing.T) {
+	_, _, err := runCallTest(t, t.Context(), "", "--url", "http://127.0.0.1:1/mcp", "deploy")
+	if err == nil || !strings.Contains(err.Error(), "is the server running at http://127.0.0.1:1/mcp?") {
+		t.Errorf("call: %v", err)
+	}
 }

@@ -1,14 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"flag"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -30,19 +32,20 @@ import (
 // clients that spawn their server, such as desktop MCP clients), logging to
 // stderr and writing nothing else to stdout.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newCommand("demo", demoUsage, stdout, stderr)
+	fs := cmd.fs
 	configPath := fs.String("config", "configs/demo.yaml", "catalog `file`")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
 	withAuth := fs.Bool("auth", false, "require OAuth bearer tokens from a built-in test issuer")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP (logs and the fakes' addresses go to stderr)")
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+	positional, err := cmd.parse(args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth]")
-		return exitError(2)
+	if len(positional) > 0 {
+		return cmd.usageError()
 	}
 	if *stdio && *withAuth {
 		fmt.Fprintln(stderr, "jobbridge demo: --auth applies to HTTP only; stdio has no bearer tokens")
@@ -51,6 +54,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
+	}
+	logJSON, err := parseLogFormat(*logFormat)
+	if err != nil {
+		return err
 	}
 	cat, err := loadCatalog(*configPath, stderr)
 	if err != nil {
@@ -84,6 +91,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("creating the demo state directory: %w", err)
 	}
+	// Runs once serve has returned, having closed the store.
+	defer os.RemoveAll(dir)
+	tool, toolArgs := exampleCall(cat)
 	storePath := filepath.Join(dir, "tasks.db")
 	fmt.Fprintf(stderr, "jobbridge demo: fakes: REST job API %s, AWS Batch %s, GitHub %s; task store %s\n", fakes.jobAPI, fakes.batch, fakes.github, storePath)
 
@@ -93,36 +103,147 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		stdio:    *stdio,
 		store:    "sqlite:" + storePath,
 		logLevel: lvl,
+		logJSON:  logJSON,
 		sweep:    2 * time.Second,
 		// The Batch fake accepts any signature; no AWS account is involved.
 		awsCredentials:       credentials.NewStaticCredentialsProvider("demo", "demo", ""),
 		resourceFromListener: *withAuth,
 		ready: func(url string) {
-			if issuer != nil {
-				fmt.Fprintf(stdout, `
-Authentication is on: every request needs a bearer token for resource %s.
-Get one from the test issuer (any client_id becomes the principal):
-
-    TOKEN=$(curl -s -d grant_type=client_credentials -d client_id=alice -d resource=%s %s/token | sed 's/.*"access_token":"\([^"]*\)".*/\1/')
-    go run ./cmd/jobbridge call --url %s --header "Authorization: Bearer $TOKEN" build_report '{"report": "sales"}'
-`, url, url, issuer.URL(), url)
-			}
 			fmt.Fprintf(stdout, `
 jobbridge demo is serving %d tools from %s at
 
     %s
+`, len(cat.Tools), cat.File, url)
+			call := fmt.Sprintf("go run ./cmd/jobbridge call --url %s", url)
+			if issuer != nil {
+				// A token for the principal "alice", for this server only.
+				token, err := issuer.Sign(map[string]any{"sub": "alice", "client_id": "alice", "aud": url}, authtest.ExpiresIn(demoTokenTTL))
+				if err != nil {
+					fmt.Fprintf(stderr, "jobbridge demo: minting a token: %v\n", err)
+				}
+				fmt.Fprintf(stdout, `
+Authentication is on: every request needs a bearer token for resource %s.
+Here is one for the principal alice, valid for an hour; the test issuer at %s
+gives more (any client_id becomes the principal):
 
+    curl -s -d grant_type=client_credentials -d client_id=bob -d resource=%s %s/token
+`, url, issuer.URL(), url, issuer.URL())
+				call += fmt.Sprintf(" --header 'Authorization: Bearer %s'", token)
+			}
+			if tool != "" {
+				fmt.Fprintf(stdout, `
 Try it from another terminal:
 
-    go run ./cmd/jobbridge call --url %s build_report '{"report": "sales"}'
-
+    %s %s %s
+    go run ./cmd/jobbridge tools --url %s
+`, call, tool, shellQuote(toolArgs), url)
+			}
+			fmt.Fprintf(stdout, `
 Any MCP client that speaks protocol 2026-07-28 can connect to the URL above
-(Streamable HTTP, stateless). Press Ctrl-C to stop; the task store stays in
-%s.
+(Streamable HTTP, stateless). Press Ctrl-C to stop; the task store in %s
+is removed then.
 
-`, len(cat.Tools), cat.File, url, url, dir)
+`, dir)
 		},
 	}, demoGetenv, stdout, stderr)
+}
+
+const demoUsage = `usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth] [--log-level L] [--log-format text|json]
+
+Serves a catalog as "jobbridge serve" does, offline: every backend points at
+an in-process fake (rest backends at a REST job API, aws_batch at an AWS
+Batch fake reached through the real AWS SDK, github_actions at a GitHub REST
+fake), environment references that are unset expand to placeholders, and
+the task store is a SQLite file in a temporary directory removed on exit.
+It prints the URL and a command to try one of the catalog's tools; with
+--auth every request needs an OAuth bearer token from a built-in test
+issuer, and the printed command carries one.
+
+Example:
+
+  jobbridge demo --config configs/aws-batch.yaml --auth
+
+Flags:
+`
+
+// demoTokenTTL is how long the token printed by demo --auth is valid.
+const demoTokenTTL = time.Hour
+
+// exampleCall picks a tool of the catalog for the try-it line and arguments
+// for it: build_report of the demo catalog, else the first tool with its
+// required arguments (default, first choice or a placeholder of the type).
+func exampleCall(cat *catalog.Catalog) (tool, args string) {
+	if len(cat.Tools) == 0 {
+		return "", ""
+	}
+	for _, t := range cat.Tools {
+		if t.Name == "build_report" {
+			return t.Name, `{"report": "sales"}`
+		}
+	}
+	t := cat.Tools[0]
+	var schema struct {
+		Properties map[string]struct {
+			Type     any               `json:"type"`
+			Format   string            `json:"format"`
+			Minimum  json.RawMessage   `json:"minimum"`
+			Default  json.RawMessage   `json:"default"`
+			Enum     []json.RawMessage `json:"enum"`
+			Examples []json.RawMessage `json:"examples"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(t.InputSchema, &schema)
+	var parts []string
+	for _, name := range schema.Required {
+		p := schema.Properties[name]
+		var v json.RawMessage
+		switch {
+		case len(p.Default) > 0:
+			v = p.Default
+		case len(p.Enum) > 0:
+			v = p.Enum[0]
+		case len(p.Examples) > 0:
+			v = p.Examples[0]
+		default:
+			typ, _ := p.Type.(string)
+			switch {
+			case (typ == "integer" || typ == "number") && len(p.Minimum) > 0:
+				v = p.Minimum
+			case typ == "integer" || typ == "number":
+				v = json.RawMessage(`1`)
+			case p.Format == "date":
+				v, _ = json.Marshal(time.Now().Format(time.DateOnly))
+			case p.Format == "date-time":
+				v, _ = json.Marshal(time.Now().UTC().Format(time.RFC3339))
+			case p.Format == "uri" || p.Format == "url":
+				v = json.RawMessage(`"https://example.com/"`)
+			case p.Format == "email":
+				v = json.RawMessage(`"someone@example.com"`)
+			case typ == "boolean":
+				v = json.RawMessage(`true`)
+			case typ == "array":
+				v = json.RawMessage(`[]`)
+			case typ == "object":
+				v = json.RawMessage(`{}`)
+			default:
+				v = json.RawMessage(`"example"`)
+			}
+		}
+		key, _ := json.Marshal(name)
+		var compact bytes.Buffer
+		if json.Compact(&compact, v) != nil {
+			compact.Reset()
+			compact.WriteString("null")
+		}
+		parts = append(parts, string(key)+": "+compact.String())
+	}
+	return t.Name, "{" + strings.Join(parts, ", ") + "}"
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // startFakes starts the demo's in-process fakes on loopback ports; stop

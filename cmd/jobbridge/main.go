@@ -6,6 +6,9 @@
 //	jobbridge demo [--config FILE] [--listen HOST:PORT]
 //	jobbridge validate FILE...
 //	jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
+//	jobbridge task get|watch|answer|cancel [--url URL] ID
+//	jobbridge tools [--url URL]
+//	jobbridge tasks list|cancel --store URL ...
 //	jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
 //	jobbridge version
 package main
@@ -13,11 +16,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -39,13 +44,16 @@ const usage = `jobbridge: MCP tasks for existing job systems
 
 Usage:
   jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]
-  jobbridge demo [--config FILE] [--listen HOST:PORT]
+  jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth]
   jobbridge validate FILE...
   jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
+  jobbridge task get|watch|answer|cancel [--url URL] ID
+  jobbridge tools [--url URL]
+  jobbridge tasks list|cancel --store URL ...
   jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
   jobbridge version
 
-Run "jobbridge COMMAND -h" for a command's flags.
+Run "jobbridge COMMAND -h" for what a command does, its flags and an example.
 `
 
 func main() {
@@ -70,6 +78,14 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdin, stdout, stderr)
+	if errors.Is(err, errHelped) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitError(2)
@@ -84,9 +100,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runValidate(rest, stdout, stderr)
 	case "call":
 		return runCall(ctx, rest, stdin, stdout, stderr)
+	case "task":
+		return runTask(ctx, rest, stdin, stdout, stderr)
+	case "tools":
+		return runTools(ctx, rest, stdout, stderr)
+	case "tasks":
+		return runTasks(ctx, rest, stdout, stderr)
 	case "try":
 		return runTry(ctx, rest, stdin, stdout, stderr)
 	case "version":
+		cmd := newCommand("version", versionUsage, stdout, stderr)
+		if pos, err := cmd.parse(rest); err != nil {
+			return err
+		} else if len(pos) > 0 {
+			return cmd.usageError()
+		}
 		fmt.Fprintln(stdout, "jobbridge", buildVersion())
 		return nil
 	case "-h", "--help", "help":
@@ -95,4 +123,106 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "jobbridge: unknown command %q\n\n%s", cmd, usage)
 	return exitError(2)
+}
+
+const versionUsage = `usage: jobbridge version
+
+Prints the build version: the one set at build time, else the module version
+recorded in the binary, else "dev".
+
+Example:
+
+  jobbridge version
+`
+
+// errHelped is returned by a command that printed its usage on request
+// (-h, --help); the program exits 0.
+var errHelped = errors.New("usage printed on request")
+
+// command is a subcommand's flag set and usage text (a description, an
+// example and "Flags:"; the flags follow).
+type command struct {
+	fs             *flag.FlagSet
+	usage          string
+	stdout, stderr io.Writer
+	// idArgs makes an argument that starts with "-" but names no flag
+	// positional: task IDs may start with "-".
+	idArgs bool
+}
+
+func newCommand(name, usage string, stdout, stderr io.Writer) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed by parse, to stdout when asked for
+	return &command{fs: fs, usage: usage, stdout: stdout, stderr: stderr}
+}
+
+func (c *command) printUsage(w io.Writer) {
+	fmt.Fprint(w, c.usage)
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(c.stderr)
+}
+
+// parse parses flags anywhere among the positional arguments and returns
+// those. -h or --help prints the usage on stdout and returns errHelped; a
+// bad flag prints the problem and the usage on stderr and returns exit
+// status 2.
+func (c *command) parse(args []string) ([]string, error) {
+	var (
+		positional []string
+		err        error
+	)
+	if c.idArgs {
+		positional, err = c.parseWithIDs(args)
+	} else {
+		positional, err = parseInterspersed(c.fs, args)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		c.printUsage(c.stdout)
+		return nil, errHelped
+	}
+	if err != nil {
+		return nil, c.usageError()
+	}
+	return positional, nil
+}
+
+// usageError prints the usage on stderr and returns exit status 2.
+func (c *command) usageError() error {
+	c.printUsage(c.stderr)
+	return exitError(2)
+}
+
+// parseWithIDs parses the arguments that name a flag (or -h, --help) as
+// flags and keeps every other one positional, even one starting with "-".
+func (c *command) parseWithIDs(args []string) ([]string, error) {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := c.fs.Lookup(name)
+		switch {
+		case !strings.HasPrefix(a, "-") || (f == nil && name != "h" && name != "help"):
+			positional = append(positional, a)
+		case f != nil && !hasValue && !isBoolFlag(f) && i+1 < len(args):
+			flags = append(flags, a, args[i+1])
+			i++
+		default:
+			flags = append(flags, a)
+		}
+	}
+	if err := c.fs.Parse(flags); err != nil {
+		return nil, err
+	}
+	return positional, nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/jobbridge/jobbridge/taskclient"
 )
@@ -147,4 +152,174 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestEveryCommandAnswersHelp(t *testing.T) {
+	commands := []struct {
+		name  string
+		flags bool // has flags to list
+	}{
+		{"serve", true}, {"demo", true}, {"validate", false}, {"call", true}, {"task", true},
+		{"tools", true}, {"tasks", true}, {"try", true}, {"version", false},
+	}
+	for _, c := range commands {
+		for _, h := range []string{"-h", "--help"} {
+			t.Run(c.name+" "+h, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				if err := run(t.Context(), []string{c.name, h}, strings.NewReader(""), &stdout, &stderr); err != nil {
+					t.Fatalf("exit: %v", err)
+				}
+				out := stdout.String()
+				if !strings.HasPrefix(out, "usage: jobbridge "+c.name) {
+					t.Errorf("no usage line:\n%s", out)
+				}
+				if !strings.Contains(out, "\nExample:\n\n  jobbridge "+c.name) {
+					t.Errorf("no example:\n%s", out)
+				}
+				if c.flags && !strings.Contains(out, "Flags:\n  -") {
+					t.Errorf("no flags:\n%s", out)
+				}
+				// A description: some prose between the usage line and the example.
+				if desc, _, _ := strings.Cut(out, "Example:"); len(strings.Split(strings.TrimSpace(desc), "\n")) < 3 {
+					t.Errorf("no description:\n%s", out)
+				}
+				if stderr.Len() > 0 {
+					t.Errorf("stderr: %s", stderr.String())
+				}
+			})
+		}
+	}
+}
+
+func TestValidateTakesDashedFileAfterDoubleDash(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"validate", "--", "--help"}, nil, &stdout, &stderr)
+	if !errors.Is(err, exitError(1)) || !strings.Contains(stderr.String(), "--help") {
+		t.Errorf("validate -- --help: %v, stderr %q", err, stderr.String())
+	}
+}
+
+func TestTaskIDsMayStartWithADash(t *testing.T) {
+	cmd := newCommand("task", "", io.Discard, io.Discard)
+	cmd.idArgs = true
+	url := cmd.fs.String("url", "", "")
+	verbose := cmd.fs.Bool("v", false, "")
+	got, err := cmd.parse([]string{"get", "-Xy_9", "--url", "http://h/mcp", "-v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"get", "-Xy_9"}, got); diff != "" || *url != "http://h/mcp" || !*verbose {
+		t.Errorf("positional (-want +got):\n%s url %q verbose %v", diff, *url, *verbose)
+	}
+}
+
+// startDemo runs the demo with args until the test ends and returns what
+// it printed once it serves, and a function that stops it and waits.
+func startDemo(t *testing.T, args ...string) (stdout string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	if !slices.Contains(args, "--config") {
+		args = append(args, "--config", "../../configs/demo.yaml")
+	}
+	go func() {
+		done <- run(ctx, append([]string{"demo", "--listen", "127.0.0.1:0", "--log-level", "error"}, args...), nil, out, errOut)
+	}()
+	var (
+		once sync.Once
+		err  error
+	)
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo never served; stdout:\n%s\nstderr:\n%s", out, errOut)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("demo exited: %v; stdout:\n%s\nstderr:\n%s", err, out, errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return out.String(), stop
+}
+
+// tryLine returns the fields of the printed "call" command.
+func tryLine(t *testing.T, stdout string) []string {
+	t.Helper()
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, "cmd/jobbridge call ") {
+			return strings.Fields(line)
+		}
+	}
+	t.Fatalf("no try-it line in:\n%s", stdout)
+	return nil
+}
+
+func TestDemoSuggestsAToolOfItsCatalog(t *testing.T) {
+	for _, config := range []string{"../../configs/aws-batch.yaml", "../../configs/github-actions.yaml"} {
+		t.Run(filepath.Base(config), func(t *testing.T) {
+			stdout, _ := startDemo(t, "--config", config)
+			cat, err := loadCatalog(config, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := tryLine(t, stdout)
+			url, tool := f[5], f[6] // go run ./cmd/jobbridge call --url URL TOOL 'ARGS'
+			if findTool(cat, tool) == nil {
+				t.Fatalf("the demo suggests %q, which %s does not have:\n%s", tool, config, stdout)
+			}
+			args := strings.Trim(strings.Join(f[7:], " "), "'")
+			// The suggested arguments are valid: the call starts a task.
+			if out, stderr, err := runCommand(t, t.Context(), "", "call", "--no-wait", "--url", url, tool, args); err != nil || !strings.Contains(out, `"taskId"`) {
+				t.Errorf("the suggested call %s %s: %v\n%s%s", tool, args, err, out, stderr)
+			}
+		})
+	}
+}
+
+func TestDemoAuthPrintsAWorkingToken(t *testing.T) {
+	stdout, _ := startDemo(t, "--auth")
+	f := tryLine(t, stdout)
+	line := strings.Join(f, " ")
+	_, rest, ok := strings.Cut(line, "--header 'Authorization: Bearer ")
+	token, _, _ := strings.Cut(rest, "'")
+	if !ok || token == "" {
+		t.Fatalf("no token in the try-it line %q", line)
+	}
+	url := f[5]
+	c := &taskclient.Client{URL: url, Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
+	if _, err := c.ListTools(t.Context()); err != nil {
+		t.Errorf("the printed token does not work: %v", err)
+	}
+	anon := &taskclient.Client{URL: url, Tasks: true}
+	if _, err := anon.ListTools(t.Context()); err == nil {
+		t.Error("the demo answered without a token")
+	}
+}
+
+func TestDemoRemovesItsDirectory(t *testing.T) {
+	stdout, stop := startDemo(t)
+	_, rest, ok := strings.Cut(stdout, "the task store in ")
+	dir := strings.Fields(rest)
+	if !ok || len(dir) == 0 {
+		t.Fatalf("no directory in:\n%s", stdout)
+	}
+	if _, err := os.Stat(dir[0]); err != nil {
+		t.Fatalf("the store directory does not exist while serving: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if _, err := os.Stat(dir[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is still there after the demo ended (%v)", dir[0], err)
+	}
 }

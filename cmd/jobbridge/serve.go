@@ -35,6 +35,8 @@ type serveConfig struct {
 	store    string
 	stdio    bool
 	logLevel slog.Level
+	// logJSON writes the logs as JSON lines (--log-format json).
+	logJSON bool
 	// sweep and submitTimeout tune the bridge (zero: its defaults).
 	sweep, submitTimeout time.Duration
 	// awsCredentials replace the SDK's credential chain (the demo's fake).
@@ -47,27 +49,52 @@ type serveConfig struct {
 	http *httpLimits
 }
 
+const serveUsage = `usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store URL] [--stdio] [flags]
+
+Serves the tools of a catalog over MCP: Streamable HTTP at /mcp (stateless
+for 2026-07-28 clients, sessions for 2025-11-25 ones), or stdin/stdout with
+--stdio. Each tool call starts a job on the tool's backend and, for clients
+that ask for tasks, returns a durable task handle at once. GET /healthz
+answers ok, GET /metrics serves metrics.
+
+The task store is --store, else $JOBBRIDGE_STORE, else the catalog's
+server.store, else sqlite:jobbridge.db; postgres://... lets several replicas
+share it (they must also share $JOBBRIDGE_STATE_KEY). Without an auth: block
+in the catalog the server listens on loopback addresses only.
+
+Example:
+
+  jobbridge serve --config configs/demo.yaml --listen 127.0.0.1:8080 --store sqlite:/var/lib/jobbridge/tasks.db
+
+Flags:
+`
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newCommand("serve", serveUsage, stdout, stderr)
+	fs := cmd.fs
 	configPath := fs.String("config", "", "catalog `file` (required)")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only until authentication is configured)")
 	store := fs.String("store", "", "task store `URL`: sqlite:PATH or postgres://... (default: $JOBBRIDGE_STORE, the catalog's server.store, else sqlite:jobbridge.db)")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
 	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
 	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
 	httpLim := httpLimitFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+	positional, err := cmd.parse(args)
+	if err != nil {
+		return err
 	}
-	if *configPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]")
-		return exitError(2)
+	if *configPath == "" || len(positional) > 0 {
+		return cmd.usageError()
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
+	}
+	logJSON, err := parseLogFormat(*logFormat)
+	if err != nil {
+		return err
 	}
 	cat, err := loadCatalog(*configPath, stderr)
 	if err != nil {
@@ -82,7 +109,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim}, os.LookupEnv, stdout, stderr)
+	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim}, os.LookupEnv, stdout, stderr)
+}
+
+// parseLogFormat reads --log-format: text or json.
+func parseLogFormat(f string) (json bool, err error) {
+	switch f {
+	case "text":
+		return false, nil
+	case "json":
+		return true, nil
+	}
+	return false, fmt.Errorf("--log-format: %q is not text or json", f)
+}
+
+// newLogger is the server's logger: key=value text, or JSON lines.
+func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // loadCatalog loads a catalog and prints every problem in it.
@@ -102,7 +149,7 @@ func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
 }
 
 func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logger := newLogger(stderr, cfg.logLevel, cfg.logJSON)
 	for _, w := range cfg.catalog.Warnings {
 		logger.Warn("catalog warning", "at", w.Pos.String(), "path", w.Path, "warning", w.Err.Error())
 	}

@@ -16,12 +16,31 @@ import (
 // environment variables that are unset here: the catalog may be validated on
 // a machine without the secrets.
 func runValidate(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: jobbridge validate FILE...")
-		return exitError(2)
+	cmd := newCommand("validate", validateUsage, stdout, stderr)
+	files, err := cmd.parse(args)
+	if err != nil {
+		return err
 	}
-	return validate(args, catalogTypes(), stdout, stderr)
+	if len(files) == 0 {
+		return cmd.usageError()
+	}
+	return validate(files, catalogTypes(), stdout, stderr)
 }
+
+const validateUsage = `usage: jobbridge validate FILE...
+
+Checks catalogs without serving them and reports every problem at once, as
+file:line:col: path: message. Doubtful but allowed settings are reported as
+"warning: ...", and so are environment variables a catalog references that
+are unset here (serve will need them). Exit status 1 when a catalog has a
+problem, 0 with warnings alone, 2 for a usage error. A file whose name
+starts with "-" follows "--".
+
+Example:
+
+  jobbridge validate configs/demo.yaml configs/github-actions.yaml
+
+`
 
 // validate checks the catalogs at paths, knowing the backend types given.
 func validate(paths []string, types []catalog.BackendType, stdout, stderr io.Writer) error {

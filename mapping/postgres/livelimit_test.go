@@ -41,7 +41,7 @@ func TestLiveLimitAcrossReplicas(t *testing.T) {
 				tk := task(fmt.Sprintf("race-%d", i), now)
 				wg.Go(func() {
 					<-start
-					err := replicas[r].Create(t.Context(), tk, limit)
+					err := replicas[r].Create(t.Context(), tk, mapping.CreateLimits{MaxLive: limit})
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

@@ -10,6 +10,25 @@
 // replicas racing to write a task serialise on the row and exactly one of
 // them wins.
 //
+// # Group commit
+//
+// Concurrent Creates and Updates of one Store share transactions
+// (mapping/groupcommit): the writes that queue while one transaction
+// commits go into the next, each under a savepoint of its own, so that
+// they pay for one commit together while each keeps its own outcome (a
+// duplicate key, the live-task limit or a lost version check fails that
+// write alone) and returns only once its transaction has committed. The
+// savepoint statements travel in one pipelined round trip with the write's
+// own statement. A batch holds at most 64 writes, the number of
+// subtransactions PostgreSQL tracks per transaction without spilling to
+// pg_subtrans. Batches run read committed. A write whose row or live count
+// another replica's batch holds while waiting for one this batch holds
+// (a deadlock PostgreSQL breaks by failing one statement) is retried in a
+// later batch, and so is a write that waited a second for a row lock (held
+// by a transaction of another replica or of an operator): it waits on in a
+// later batch, as long as its context lasts, and the writes queued behind it
+// go on. ClaimLive, Release and PurgeExpired commit on their own.
+//
 // # Live-task limit
 //
 // The live (not terminal) tasks of each principal are counted in a table of
@@ -23,6 +42,18 @@
 // writes that change counts (Create, an Update to a terminal status,
 // PurgeExpired) run read committed whatever the connection's default, so that
 // replicas queueing on a count never fail with a serialization error.
+//
+// # Creation rate limit
+//
+// The tasks each principal created in its newest rate window
+// (mapping.RateWindow) are counted in create_counts, one row per
+// principal. A Create with a rate limit bumps that row in the statement
+// that locks the live count and inserts the task (starting the window
+// afresh when the task's is newer than the row's), and inserts nothing
+// when the row's window already holds the limit: creates of one principal
+// on any replica queue on the row lock, so the limit holds across replicas,
+// at one row's cost. PurgeExpired deletes the rows of windows that ended,
+// in a statement of its own.
 //
 // # Schema migrations
 //
@@ -67,6 +98,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/groupcommit"
 )
 
 // Options tunes a Store. The zero value (or nil) is the default.
@@ -81,6 +113,9 @@ type Options struct {
 // concurrent use, also by several processes sharing the database.
 type Store struct {
 	pool *pgxpool.Pool
+	// commits batches Create and Update into shared transactions, one
+	// pool connection per batch.
+	commits *groupcommit.Committer[*writeTx]
 
 	closeOnce sync.Once
 }
@@ -90,6 +125,30 @@ var _ mapping.Store = (*Store)(nil)
 // serializationFailure is the SQLSTATE of a transaction that lost a race
 // under repeatable read or serializable isolation.
 const serializationFailure = "40001"
+
+// deadlockDetected is the SQLSTATE of a statement PostgreSQL failed to
+// break a deadlock.
+const deadlockDetected = "40P01"
+
+// maxBatch bounds the writes of one group commit: PostgreSQL keeps up to
+// 64 subtransaction IDs per transaction in shared memory (more spill to
+// pg_subtrans, which slows every snapshot in the database), and each
+// write's savepoint that writes takes one.
+const maxBatch = 64
+
+// deadlockRetries is how often a write that lost a deadlock is retried,
+// each time in a later batch.
+const deadlockRetries = 3
+
+// lockNotAvailable is the SQLSTATE of a statement that waited lockTimeout
+// for a lock.
+const lockNotAvailable = "55P03"
+
+// lockTimeout bounds how long a write of a batch waits for a row lock that
+// another transaction holds before it steps out of the batch (rolled back
+// to its savepoint) and waits again in a later one, so that the other
+// writes of the replica are not held up behind it.
+const lockTimeout = time.Second
 
 // applicationName is reported to the server (pg_stat_activity) unless the
 // connection string sets application_name.
@@ -126,7 +185,207 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("opening postgres store %s: %w", where, err)
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	s.commits = groupcommit.New(s.begin, groupcommit.Options{MaxBatch: maxBatch})
+	return s, nil
+}
+
+// writeTx is the read committed transaction of one group commit batch. It
+// holds back its savepoint statements and sends them in one pipelined
+// round trip with the next write's statement (or before COMMIT, when that
+// needs them), so that a write under a savepoint costs one round trip, as
+// a write without one.
+type writeTx struct {
+	tx pgx.Tx
+	// pending are the savepoint statements not sent yet, in order.
+	pending []string
+	// broken is the error of a savepoint statement that failed: the
+	// batch's transaction is unusable and must fail as a whole.
+	broken error
+	// failed is set when a write's statement failed, which leaves the
+	// transaction aborted until it rolls back to the savepoint: the next
+	// statement could not even be prepared, so the rollback goes at once.
+	failed bool
+}
+
+// The savepoint statements; one name serves, as savepoints never nest.
+const (
+	savepointStmt  = `SAVEPOINT write`
+	rollbackToStmt = `ROLLBACK TO SAVEPOINT write`
+	releaseStmt    = `RELEASE SAVEPOINT write`
+)
+
+// begin begins a batch's transaction on a pool connection.
+func (s *Store) begin(ctx context.Context) (*writeTx, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	// The first write carries the setting to the server.
+	return &writeTx{tx: tx, pending: []string{setLockTimeout}}, nil
+}
+
+// setLockTimeout sets lockTimeout for a batch's transaction.
+var setLockTimeout = fmt.Sprintf(`SET LOCAL lock_timeout = %d`, lockTimeout.Milliseconds())
+
+// Exec sends the pending savepoint statements and then runs sql, in one
+// round trip.
+func (w *writeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if w.broken != nil {
+		return pgconn.CommandTag{}, w.broken
+	}
+	if len(w.pending) == 0 {
+		tag, err := w.tx.Exec(ctx, sql, args...)
+		w.failed = err != nil
+		return tag, err
+	}
+	b := &pgx.Batch{}
+	for _, p := range w.pending {
+		b.Queue(p)
+	}
+	b.Queue(sql, args...)
+	pending := w.pending
+	w.pending = w.pending[:0]
+	br := w.tx.SendBatch(ctx, b)
+	for _, p := range pending {
+		if _, err := br.Exec(); err != nil {
+			w.broken = fmt.Errorf("%s: %w", p, err)
+			_ = br.Close()
+			return pgconn.CommandTag{}, w.broken
+		}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	w.failed = err != nil
+	return tag, err
+}
+
+// QueryRow sends the pending savepoint statements and then runs sql, in
+// one round trip, scanning its one row into dest.
+func (w *writeTx) QueryRow(ctx context.Context, dest []any, sql string, args ...any) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	if len(w.pending) == 0 {
+		err := w.tx.QueryRow(ctx, sql, args...).Scan(dest...)
+		w.failed = err != nil
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, p := range w.pending {
+		b.Queue(p)
+	}
+	b.Queue(sql, args...)
+	pending := w.pending
+	w.pending = w.pending[:0]
+	br := w.tx.SendBatch(ctx, b)
+	for _, p := range pending {
+		if _, err := br.Exec(); err != nil {
+			w.broken = fmt.Errorf("%s: %w", p, err)
+			_ = br.Close()
+			return w.broken
+		}
+	}
+	err := br.QueryRow().Scan(dest...)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	w.failed = err != nil
+	return err
+}
+
+// flush sends the pending savepoint statements.
+func (w *writeTx) flush(ctx context.Context) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	for len(w.pending) > 0 {
+		p := w.pending[0]
+		w.pending = w.pending[1:]
+		if _, err := w.tx.Exec(ctx, p); err != nil {
+			w.broken = fmt.Errorf("%s: %w", p, err)
+			return w.broken
+		}
+	}
+	return nil
+}
+
+// Savepoint implements groupcommit.Tx; the statement goes with the next.
+func (w *writeTx) Savepoint(context.Context) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	w.pending = append(w.pending, savepointStmt)
+	return nil
+}
+
+// RollbackToSavepoint implements groupcommit.Tx. A savepoint not sent yet
+// has nothing to undo; after a failed statement the rollback goes at once
+// (the transaction is aborted until then); otherwise it goes with the next
+// statement. It fails if a savepoint statement failed, which leaves the
+// transaction unusable.
+func (w *writeTx) RollbackToSavepoint(ctx context.Context) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	if n := len(w.pending); n > 0 && w.pending[n-1] == savepointStmt {
+		return nil
+	}
+	w.pending = append(w.pending, rollbackToStmt)
+	if w.failed {
+		w.failed = false
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+// ReleaseSavepoint implements groupcommit.Tx; the statement goes with the
+// next.
+func (w *writeTx) ReleaseSavepoint(context.Context) error {
+	if w.broken != nil {
+		return w.broken
+	}
+	w.pending = append(w.pending, releaseStmt)
+	return nil
+}
+
+// Commit implements groupcommit.Tx. COMMIT releases every savepoint, so
+// only a pending rollback needs sending first.
+func (w *writeTx) Commit(ctx context.Context) error {
+	for n := len(w.pending); n > 0 && (w.pending[n-1] == releaseStmt || w.pending[n-1] == savepointStmt); n-- {
+		w.pending = w.pending[:n-1]
+	}
+	if err := w.flush(ctx); err != nil {
+		_ = w.tx.Rollback(ctx)
+		return err
+	}
+	return w.tx.Commit(ctx)
+}
+
+// Rollback implements groupcommit.Tx.
+func (w *writeTx) Rollback(ctx context.Context) error { return w.tx.Rollback(ctx) }
+
+// write runs fn in a group commit batch, retrying it in a later batch when
+// it lost a deadlock (up to deadlockRetries times) or waited lockTimeout
+// for a lock (as long as ctx lasts): a savepoint undid it, the others of its
+// batch went on.
+func (s *Store) write(ctx context.Context, fn groupcommit.Write[*writeTx]) error {
+	deadlocks := 0
+	for {
+		err := s.commits.Do(ctx, fn)
+		pgErr := (*pgconn.PgError)(nil)
+		switch {
+		case !errors.As(err, &pgErr):
+		case pgErr.Code == deadlockDetected && deadlocks < deadlockRetries:
+			deadlocks++
+			continue
+		case pgErr.Code == lockNotAvailable && ctx.Err() == nil:
+			continue
+		}
+		return err
+	}
 }
 
 // columns lists the tasks columns in the order scanTask reads them and Create
@@ -149,21 +408,49 @@ const notTerminal = `status NOT IN ('completed', 'failed', 'cancelled')`
 const liveOrder = `observed_at ASC NULLS FIRST, created_at, key`
 
 // createQuery inserts a task, binding columns in order, if its principal
-// ($2) has fewer than $29 live tasks or $29 is not positive; otherwise it
-// inserts nothing. It first locks the principal's live count (creating it
-// at zero if there is none), so that concurrent creates of one principal
-// take turns and each sees the count the previous one left; the insert
-// trigger then adds the new task to it.
+// ($2) has fewer than $29 live tasks or $29 is not positive, and has
+// created fewer than $32 tasks in the rate window starting at $33 or $32 is
+// not positive; otherwise it inserts nothing. It returns whether the live
+// count let it through and whether it inserted the task.
+//
+// It first locks the principal's live count (creating it at zero if there
+// is none), so that concurrent creates of one principal take turns and each
+// sees the count the previous one left; the insert trigger then adds the
+// new task to it. Then, with a rate limit and only past the live limit, it
+// counts the task in the principal's create_counts row (starting the
+// window afresh when $33 is newer than the row's; a task of an older
+// window counts in the row's), unless that window holds $32 tasks already;
+// only a counted task is inserted. Every part of the statement commits or
+// fails together: a duplicate key leaves no count behind.
 const createQuery = `WITH slot AS (
 		INSERT INTO live_counts AS c (principal, n) VALUES ($2, 0)
 		ON CONFLICT (principal) DO UPDATE SET n = c.n
 		WHERE $29::bigint <= 0 OR c.n < $29::bigint
 		RETURNING n
+	), counted AS (
+		INSERT INTO create_counts AS r (principal, window_start, n)
+		SELECT $2, $33::timestamptz, 1 FROM slot WHERE $32::bigint > 0
+		ON CONFLICT (principal) DO UPDATE SET
+			window_start = greatest(r.window_start, excluded.window_start),
+			n = CASE WHEN excluded.window_start > r.window_start THEN 1 ELSE r.n + 1 END
+		WHERE excluded.window_start > r.window_start OR r.n < $32::bigint
+		RETURNING n
+	), admitted AS (
+		SELECT 1 FROM slot WHERE $32::bigint <= 0
+		UNION ALL
+		SELECT 1 FROM counted
+	), inserted AS (
+		INSERT INTO tasks (` + columns + `)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+			$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31
+		FROM admitted
+		RETURNING 1
 	)
-	INSERT INTO tasks (` + columns + `)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-		$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31
-	FROM slot`
+	SELECT EXISTS (SELECT FROM slot), EXISTS (SELECT FROM inserted)`
+
+// purgeCountsQuery deletes the counts of the rate windows that started
+// before $1, along the create_counts_window index.
+const purgeCountsQuery = `DELETE FROM create_counts WHERE window_start < $1`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal. Under read committed, a writer that waited for
@@ -240,33 +527,45 @@ const releaseQuery = `UPDATE tasks SET lease_owner = NULL, lease_until = NULL
 
 // Create inserts t. A key that already exists is an error.
 //
-// When maxLive is positive and t.Principal already has maxLive live tasks,
-// it returns mapping.ErrLiveLimit and inserts nothing. A task is live from
-// its creation until an Update makes it terminal or PurgeExpired deletes
-// it: a task whose ExpiresAt has passed still counts until a sweep (every
-// 10 s by default, on any replica) purges it. The check reads one counter,
-// whatever the number of tasks, and holds its row lock until the insert
-// commits, so concurrent creates on any number of replicas never exceed the
-// limit.
-func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) error {
-	err := s.readCommitted(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, createQuery,
-			t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
-			t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
-			ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
-			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
-			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
-			max(maxLive, 0), tsPtr(t.SubmittedAt), blob(t.SealedID),
-		)
-		if err != nil {
+// When limits.MaxLive is positive and t.Principal already has MaxLive live
+// tasks, it returns mapping.ErrLiveLimit and inserts nothing. A task is
+// live from its creation until an Update makes it terminal or PurgeExpired
+// deletes it: a task whose ExpiresAt has passed still counts until a sweep
+// (every 10 s by default, on any replica) purges it. The check reads one
+// counter, whatever the number of tasks, and holds its row lock until the
+// insert commits, so concurrent creates on any number of replicas never
+// exceed the limit.
+//
+// When limits.PerMinute is positive and t.Principal already created
+// PerMinute tasks in its newest rate window (t.CreatedAt's, or a newer one
+// another replica started), it returns mapping.ErrRateLimit and inserts
+// nothing; the count is one row, locked until the insert commits, like the
+// live count. The insert shares its commit with the concurrent writes of
+// the store (see the package comment).
+func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.CreateLimits) error {
+	args := []any{
+		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
+		max(limits.MaxLive, 0), tsPtr(t.SubmittedAt), blob(t.SealedID),
+		max(limits.PerMinute, 0), mapping.RateWindowOf(t.CreatedAt),
+	}
+	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
+		var live, inserted bool
+		if err := tx.QueryRow(ctx, []any{&live, &inserted}, createQuery, args...); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		switch {
+		case !live:
 			return mapping.ErrLiveLimit
+		case !inserted:
+			return mapping.ErrRateLimit
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) {
+	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) && !errors.Is(err, mapping.ErrRateLimit) {
 		return fmt.Errorf("creating task: %w", err)
 	}
 	return err
@@ -294,18 +593,19 @@ func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now 
 // An Update to a terminal status frees a slot of the stored principal's
 // live-task limit (the update trigger, in the same transaction); since only
 // a task that is not terminal yet can be updated, that happens once per
-// task. Such an Update runs read committed; the others are one statement
-// under the connection's default isolation.
+// task. It runs read committed, sharing its commit with the concurrent
+// writes of the store (see the package comment).
 func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
-	update := func(ctx context.Context, db execer) error {
-		tag, err := db.Exec(ctx, updateQuery,
-			t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
-			t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
-			ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
-			tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
-			blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
-			t.Key[:], t.Version, tsPtr(t.SubmittedAt), blob(t.SealedID),
-		)
+	args := []any{
+		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
+		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
+		ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
+		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
+		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
+		t.Key[:], t.Version, tsPtr(t.SubmittedAt), blob(t.SealedID),
+	}
+	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
+		tag, err := tx.Exec(ctx, updateQuery, args...)
 		if err != nil {
 			return err
 		}
@@ -313,13 +613,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 			return mapping.ErrConflict
 		}
 		return nil
-	}
-	var err error
-	if t.Status.Terminal() {
-		err = s.readCommitted(ctx, func(tx pgx.Tx) error { return update(ctx, tx) })
-	} else {
-		err = update(ctx, s.pool)
-	}
+	})
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == serializationFailure {
 		// The connection string chose a stricter isolation level, under
 		// which a concurrent writer fails the update instead of leaving
@@ -385,7 +679,16 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 // still live (the delete trigger), so that an error leaves every row and
 // count in place; replicas purging at the same time each delete a row at
 // most once between them.
+//
+// First it deletes the creation counts of the rate windows that ended by
+// now, in a statement of its own (holding no lock on a live count, so that
+// it never deadlocks with a Create): a Create of a task created since
+// starts its window afresh over such a row anyway, so that deleting them
+// changes nothing such a Create sees, even when the tasks' delete fails.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	if _, err := s.pool.Exec(ctx, purgeCountsQuery, mapping.RateWindowOf(now)); err != nil {
+		return 0, fmt.Errorf("purging creation counts: %w", err)
+	}
 	var n int64
 	err := s.readCommitted(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, purgeQuery, ts(now))
@@ -499,10 +802,14 @@ func (s *Store) readCommitted(ctx context.Context, fn func(pgx.Tx) error) error 
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
-// Close closes the connection pool, waiting for queries in progress to end.
-// Further calls do nothing and return nil.
+// Close waits for the writes already queued to commit, then closes the
+// connection pool, waiting for queries in progress to end; Create and
+// Update called after Close fail. Further calls do nothing and return nil.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		_ = s.commits.Close()
+		s.pool.Close()
+	})
 	return nil
 }
 

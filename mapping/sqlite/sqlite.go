@@ -1,15 +1,22 @@
 // Package sqlite stores task mappings in an embedded SQLite database file
 // (pure Go, no cgo), the default store of a single bridge process.
 //
-// One process owns the file. The store serialises its writes through one
-// connection and reads through a small pool of read-only connections; SQLite
-// in WAL mode lets those reads run while a write commits. Several processes
-// opening the same file would not corrupt it, but they would contend for the
-// write lock: deployments with several replicas use mapping/postgres.
+// One process owns the file. The store writes through one connection and
+// reads through a small pool of read-only connections; SQLite in WAL mode
+// lets those reads run while a write commits. Several processes opening the
+// same file would not corrupt it, but they would contend for the write lock:
+// deployments with several replicas use mapping/postgres.
 //
-// Every write is durable when it returns (synchronous=FULL). Times are stored
-// as unix milliseconds in UTC and durations as milliseconds, so they read back
-// at millisecond precision.
+// Every write is durable when it returns (synchronous=FULL). Concurrent
+// Creates and Updates share commits (mapping/groupcommit): the writes that
+// queue while one transaction commits go into the next one, each under a
+// savepoint of its own, so that N concurrent writers pay for one fsync
+// rather than N while each still gets its own outcome (a Create refused by
+// the live-task limit or a duplicate key, or an Update that lost its
+// version check, fails alone) and is answered only after its transaction
+// has committed. PurgeExpired commits on its own. Times are stored as unix
+// milliseconds in UTC and durations as milliseconds, so they read back at
+// millisecond precision.
 //
 // # Live-task limit
 //
@@ -22,6 +29,17 @@
 // transaction IMMEDIATE (taking SQLite's write lock first), the check and
 // the insert are one step, also for several processes on one file. Being
 // triggers, the counts also follow rows changed or deleted by hand.
+//
+// # Creation rate limit
+//
+// The tasks each principal created in its newest rate window
+// (mapping.RateWindow) are counted in create_counts, one row per principal:
+// a Create with a rate limit bumps the row in the transaction that inserts
+// the task, starting it afresh when the task's window is newer than the
+// row's, and refuses when the row's window already holds the limit. A
+// Create refused or failed later in its write is rolled back to its
+// savepoint, bump included. PurgeExpired deletes the rows of windows that
+// ended.
 package sqlite
 
 import (
@@ -36,6 +54,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/groupcommit"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -46,6 +65,9 @@ const busyTimeout = 5 * time.Second
 
 // readConns is the size of the read-only connection pool.
 const readConns = 4
+
+// maxBatch bounds the writes that share one commit.
+const maxBatch = 256
 
 // Options tunes a Store. The zero value (or nil) is the default.
 type Options struct{}
@@ -61,8 +83,14 @@ type Store struct {
 	// path is the absolute path of the database file.
 	path string
 
+	// commits batches Create and Update into shared transactions on
+	// writer.
+	commits *groupcommit.Committer[writeTx]
+
 	// Prepared statements: parsing a statement costs as much as running it.
 	create, update, purge, liveCount              *sql.Stmt // on writer
+	countCreate, purgeCounts                      *sql.Stmt // on writer
+	savepoint, rollbackTo, release                *sql.Stmt // on writer
 	get, listLive, listPrincipal, listPrincipalAt *sql.Stmt // on reader
 
 	closeOnce sync.Once
@@ -125,8 +153,54 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
 	}
+	s.commits = groupcommit.New(s.begin, groupcommit.Options{MaxBatch: maxBatch})
 	return s, nil
 }
+
+// writeTx is a transaction on the writer connection, one batch of the group
+// commit.
+type writeTx struct {
+	*sql.Tx
+	s *Store
+}
+
+// begin begins a batch's transaction (IMMEDIATE: see dsn).
+func (s *Store) begin(ctx context.Context) (writeTx, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return writeTx{}, err
+	}
+	return writeTx{Tx: tx, s: s}, nil
+}
+
+// exec runs the prepared statement stmt in tx.
+func (tx writeTx) exec(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+	return tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+}
+
+// Savepoint implements groupcommit.Tx.
+func (tx writeTx) Savepoint(ctx context.Context) error {
+	_, err := tx.exec(ctx, tx.s.savepoint)
+	return err
+}
+
+// RollbackToSavepoint implements groupcommit.Tx.
+func (tx writeTx) RollbackToSavepoint(ctx context.Context) error {
+	_, err := tx.exec(ctx, tx.s.rollbackTo)
+	return err
+}
+
+// ReleaseSavepoint implements groupcommit.Tx.
+func (tx writeTx) ReleaseSavepoint(ctx context.Context) error {
+	_, err := tx.exec(ctx, tx.s.release)
+	return err
+}
+
+// Commit implements groupcommit.Tx.
+func (tx writeTx) Commit(context.Context) error { return tx.Tx.Commit() }
+
+// Rollback implements groupcommit.Tx.
+func (tx writeTx) Rollback(context.Context) error { return tx.Tx.Rollback() }
 
 // prepare prepares the store's statements.
 func (s *Store) prepare(ctx context.Context) error {
@@ -139,6 +213,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.update, s.writer, updateQuery},
 		{&s.purge, s.writer, purgeQuery},
 		{&s.liveCount, s.writer, liveCountQuery},
+		{&s.countCreate, s.writer, countCreateQuery},
+		{&s.purgeCounts, s.writer, purgeCountsQuery},
+		{&s.savepoint, s.writer, `SAVEPOINT write`},
+		{&s.rollbackTo, s.writer, `ROLLBACK TO SAVEPOINT write`},
+		{&s.release, s.writer, `RELEASE SAVEPOINT write`},
 		{&s.get, s.reader, getQuery},
 		{&s.listLive, s.reader, listLiveQuery},
 		{&s.listPrincipal, s.reader, listPrincipalQuery},
@@ -233,46 +312,73 @@ const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
 // migration 0004 keep it.
 const liveCountQuery = `SELECT n FROM live_counts WHERE principal = ?`
 
+// countCreateQuery counts a task of principal ?1 created in the rate
+// window starting at ?2 (unix milliseconds), if the principal's newest
+// window is older (starting it afresh) or has fewer than ?3 tasks; a task
+// of an older window counts in the newest. It changes no row when the
+// limit refuses. (In the update, column names are the row's old values.)
+const countCreateQuery = `INSERT INTO create_counts (principal, window_start, n) VALUES (?1, ?2, 1)
+	ON CONFLICT (principal) DO UPDATE SET
+		window_start = max(window_start, excluded.window_start),
+		n = CASE WHEN excluded.window_start > window_start THEN 1 ELSE n + 1 END
+	WHERE excluded.window_start > window_start OR n < ?3`
+
+// purgeCountsQuery deletes the counts of the rate windows that started
+// before ?, along the create_counts_window index.
+const purgeCountsQuery = `DELETE FROM create_counts WHERE window_start < ?`
+
 // Create inserts t. A key that already exists is an error.
 //
-// When maxLive is positive and t.Principal already has maxLive live tasks,
-// it returns mapping.ErrLiveLimit and inserts nothing. A task is live from
+// When limits.MaxLive is positive and t.Principal already has MaxLive live
+// tasks, it returns mapping.ErrLiveLimit and inserts nothing. A task is live from
 // its creation until an Update makes it terminal or PurgeExpired deletes
 // it: a task whose ExpiresAt has passed still counts until the bridge's
 // sweep (every 10 s by default) purges it. The check reads one counter,
 // whatever the number of tasks, in the write transaction that inserts the
-// row, so concurrent creates (also by other processes on the file) never
-// exceed the limit.
-func (s *Store) Create(ctx context.Context, t *mapping.Task, maxLive int) (err error) {
-	if maxLive <= 0 {
-		if _, err := s.create.ExecContext(ctx, createArgs(t)...); err != nil {
-			return fmt.Errorf("creating task: %w", err)
+// row (after the writes committed with it that come first), so concurrent
+// creates (also by other processes on the file) never exceed the limit.
+//
+// When limits.PerMinute is positive, the task is then counted in its
+// principal's create_counts row (see the package comment); when that row's
+// window already holds PerMinute tasks, Create returns mapping.ErrRateLimit
+// and inserts nothing. The count costs one row however many tasks there
+// are, in the same transaction.
+//
+// The insert shares its commit with the concurrent writes of the store
+// (see the package comment); Create returns once that commit is durable.
+func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.CreateLimits) error {
+	args := createArgs(t)
+	window := mapping.RateWindowOf(t.CreatedAt).UnixMilli()
+	err := s.commits.Do(ctx, func(ctx context.Context, tx writeTx) error {
+		if limits.MaxLive > 0 {
+			var n int64
+			if err := tx.StmtContext(ctx, s.liveCount).QueryRowContext(ctx, t.Principal).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("counting live tasks: %w", err)
+			}
+			if n >= int64(limits.MaxLive) {
+				return mapping.ErrLiveLimit
+			}
 		}
-		return nil
-	}
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("creating task: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+		if limits.PerMinute > 0 {
+			res, err := tx.exec(ctx, s.countCreate, t.Principal, window, limits.PerMinute)
+			if err != nil {
+				return fmt.Errorf("counting created tasks: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("counting created tasks: %w", err)
+			} else if n == 0 {
+				return mapping.ErrRateLimit
+			}
 		}
-	}()
-	var n int64
-	if err := tx.StmtContext(ctx, s.liveCount).QueryRowContext(ctx, t.Principal).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("creating task: counting live tasks: %w", err)
-	}
-	if n >= int64(maxLive) {
-		return mapping.ErrLiveLimit
-	}
-	if _, err := tx.StmtContext(ctx, s.create).ExecContext(ctx, createArgs(t)...); err != nil {
+		// A failed insert rolls back to the write's savepoint, the count
+		// above included.
+		_, err := tx.exec(ctx, s.create, args...)
+		return err
+	})
+	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) && !errors.Is(err, mapping.ErrRateLimit) {
 		return fmt.Errorf("creating task: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("creating task: %w", err)
-	}
-	return nil
+	return err
 }
 
 // createArgs returns the arguments of createQuery for t.
@@ -308,24 +414,37 @@ func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now 
 // stored principal's live-task limit (a trigger, in the same statement);
 // since only a task that is not terminal yet can be updated, that happens
 // once per task.
+//
+// The write shares its commit with the concurrent writes of the store (see
+// the package comment); Update returns once that commit is durable.
 func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
-	res, err := s.update.ExecContext(ctx,
+	args := []any{
 		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), millis(t.SubmittedAt),
 		blob(t.SealedID), t.Key[:], t.Version,
-	)
+	}
+	err := s.commits.Do(ctx, func(ctx context.Context, tx writeTx) error {
+		res, err := tx.exec(ctx, s.update, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return mapping.ErrConflict
+		}
+		return nil
+	})
+	if errors.Is(err, mapping.ErrConflict) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("updating task: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("updating task: %w", err)
-	}
-	if n == 0 {
-		return mapping.ErrConflict
 	}
 	t.Version++
 	return nil
@@ -378,8 +497,14 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 // Get no longer returns) and returns how many it deleted. It deletes them in
 // one statement, which also frees the live-task slots of the ones that were
 // still live (a trigger), so that an error leaves every row and count in
-// place.
+// place. First it deletes the creation counts of the rate windows that
+// ended by now, in a statement of its own: a Create of a task created since
+// starts its window afresh over such a row anyway, so that deleting them
+// changes nothing such a Create sees, even when the tasks' delete fails.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
+	if _, err := s.purgeCounts.ExecContext(ctx, mapping.RateWindowOf(now).UnixMilli()); err != nil {
+		return 0, fmt.Errorf("purging creation counts: %w", err)
+	}
 	res, err := s.purge.ExecContext(ctx, now.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("purging expired tasks: %w", err)
@@ -391,11 +516,20 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(n), nil
 }
 
-// Close closes the database. Further calls return the first call's result.
+// Close waits for the writes already queued to commit, then closes the
+// database; Create and Update called after Close fail. Further calls
+// return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, stmt := range []*sql.Stmt{s.create, s.update, s.purge, s.liveCount, s.get, s.listLive, s.listPrincipal, s.listPrincipalAt} {
+		if s.commits != nil {
+			// Commit (or fail) and answer the writes already queued.
+			errs = append(errs, s.commits.Close())
+		}
+		for _, stmt := range []*sql.Stmt{
+			s.create, s.update, s.purge, s.liveCount, s.countCreate, s.purgeCounts, s.savepoint, s.rollbackTo, s.release,
+			s.get, s.listLive, s.listPrincipal, s.listPrincipalAt,
+		} {
 			if stmt != nil {
 				errs = append(errs, stmt.Close())
 			}

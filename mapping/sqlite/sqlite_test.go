@@ -121,7 +121,7 @@ func TestReopenKeepsSchemaAndData(t *testing.T) {
 			t.Fatalf("Open #%d: %v", i+1, err)
 		}
 		if i == 0 {
-			if err := s.Create(t.Context(), created.Clone(), 0); err != nil {
+			if err := s.Create(t.Context(), created.Clone(), mapping.CreateLimits{}); err != nil {
 				t.Fatalf("Create: %v", err)
 			}
 		}
@@ -285,7 +285,7 @@ func TestFileMode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	s := openAt(t, path)
 	// A write makes sure the WAL exists.
-	if err := s.Create(t.Context(), task("task-1", time.Now()), 0); err != nil {
+	if err := s.Create(t.Context(), task("task-1", time.Now()), mapping.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -328,7 +328,7 @@ func TestEmptyAndNilBlobsStayApart(t *testing.T) {
 	want := task("task-1", now) // Args nil
 	want.Outcome = json.RawMessage{}
 	// Not a Clone: Clone turns empty into nil.
-	if err := s.Create(t.Context(), want, 0); err != nil {
+	if err := s.Create(t.Context(), want, mapping.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), want.Key, "alice", now)
@@ -353,7 +353,7 @@ func TestConcurrentLoad(t *testing.T) {
 	s := openTemp(t)
 	now := time.Now()
 	hot := task("hot", now)
-	if err := s.Create(t.Context(), hot.Clone(), 0); err != nil {
+	if err := s.Create(t.Context(), hot.Clone(), mapping.CreateLimits{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -365,7 +365,7 @@ func TestConcurrentLoad(t *testing.T) {
 		wg.Go(func() {
 			errs <- func() error {
 				own := task(fmt.Sprintf("task-%d", i), now)
-				if err := s.Create(t.Context(), own, 0); err != nil {
+				if err := s.Create(t.Context(), own, mapping.CreateLimits{}); err != nil {
 					return err
 				}
 				for j := range rounds {
@@ -459,7 +459,7 @@ func BenchmarkCreate(b *testing.B) {
 	now := time.Now()
 	i := 0
 	for b.Loop() {
-		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), 0); err != nil {
+		if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), mapping.CreateLimits{}); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -474,7 +474,7 @@ func BenchmarkGet(b *testing.B) {
 	for i := range n {
 		t := task(fmt.Sprintf("task-%d", i), now)
 		keys[i] = t.Key
-		if err := s.Create(b.Context(), t, 0); err != nil {
+		if err := s.Create(b.Context(), t, mapping.CreateLimits{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -504,12 +504,12 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := s.Create(b.Context(), task("over-the-limit", now), live); live > 0 && !errors.Is(err, mapping.ErrLiveLimit) {
+			if err := s.Create(b.Context(), task("over-the-limit", now), mapping.CreateLimits{MaxLive: live}); live > 0 && !errors.Is(err, mapping.ErrLiveLimit) {
 				b.Fatalf("Create with %d live tasks and a limit of %d = %v, want ErrLiveLimit", live, live, err)
 			}
 			i := 0
 			for b.Loop() {
-				if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), 1<<30); err != nil {
+				if err := s.Create(b.Context(), task(fmt.Sprintf("task-%d", i), now), mapping.CreateLimits{MaxLive: 1 << 30}); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -581,7 +581,7 @@ func TestLiveLimitAcrossStoresOnOneFile(t *testing.T) {
 		task := task(fmt.Sprintf("race-%d", i), now)
 		wg.Go(func() {
 			<-start
-			err := s.Create(t.Context(), task, limit)
+			err := s.Create(t.Context(), task, mapping.CreateLimits{MaxLive: limit})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -29,7 +29,7 @@ func Room(t *testing.T, s mapping.Store, principal string, maxLive int) int {
 	t.Helper()
 	for n := 0; n <= maxLive; n++ {
 		task := newTask(fmt.Sprintf("room-%s-%d", principal, roomSeq.Add(1)), principal)
-		err := s.Create(t.Context(), task, maxLive)
+		err := s.Create(t.Context(), task, mapping.CreateLimits{MaxLive: maxLive})
 		if errors.Is(err, mapping.ErrLiveLimit) {
 			// A refused Create inserted nothing.
 			if _, err := s.Get(t.Context(), task.Key, principal, at(0)); !errors.Is(err, mapping.ErrNotFound) {
@@ -225,7 +225,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 			name: "a duplicate create takes no slot",
 			setup: func(t *testing.T, s mapping.Store) {
 				live := createLive(t, s, "alice", 1, late)
-				if err := s.Create(t.Context(), live[0].Clone(), limit); err == nil || errors.Is(err, mapping.ErrLiveLimit) {
+				if err := s.Create(t.Context(), live[0].Clone(), mapping.CreateLimits{MaxLive: limit}); err == nil || errors.Is(err, mapping.ErrLiveLimit) {
 					t.Fatalf("Create of an existing key = %v, want a duplicate error", err)
 				}
 			},
@@ -248,7 +248,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 		s := h.Open(t)
 		live := createLive(t, s, "alice", limit, late)
 		refused := newTask("refused", "alice")
-		if err := s.Create(t.Context(), refused.Clone(), limit); !errors.Is(err, mapping.ErrLiveLimit) {
+		if err := s.Create(t.Context(), refused.Clone(), mapping.CreateLimits{MaxLive: limit}); !errors.Is(err, mapping.ErrLiveLimit) {
 			t.Fatalf("Create at the limit = %v, want ErrLiveLimit", err)
 		}
 		if _, err := s.Get(t.Context(), refused.Key, "alice", at(0)); !errors.Is(err, mapping.ErrNotFound) {
@@ -256,7 +256,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 		}
 		// Once a slot is free the same task is created.
 		finish(t, s, live[0], mapping.StatusCompleted)
-		if err := s.Create(t.Context(), refused.Clone(), limit); err != nil {
+		if err := s.Create(t.Context(), refused.Clone(), mapping.CreateLimits{MaxLive: limit}); err != nil {
 			t.Fatalf("Create after a slot was freed: %v", err)
 		}
 		assertStored(t, s, refused, at(0))
@@ -268,7 +268,7 @@ func testLiveLimit(t *testing.T, h Harness) {
 				s := h.Open(t)
 				createLive(t, s, "alice", limit, late)
 				for i := range 2 * limit {
-					if err := s.Create(t.Context(), newTask(fmt.Sprintf("unlimited-%d", i), "alice"), maxLive); err != nil {
+					if err := s.Create(t.Context(), newTask(fmt.Sprintf("unlimited-%d", i), "alice"), mapping.CreateLimits{MaxLive: maxLive}); err != nil {
 						t.Fatalf("Create #%d with maxLive %d: %v", i+1, maxLive, err)
 					}
 				}
@@ -355,7 +355,7 @@ func raceCreates(t *testing.T, s mapping.Store, principal, prefix string, n, max
 		task := newTask(fmt.Sprintf("%s-%s-%d", prefix, principal, i), principal)
 		wg.Go(func() {
 			<-start
-			err := s.Create(t.Context(), task, maxLive)
+			err := s.Create(t.Context(), task, mapping.CreateLimits{MaxLive: maxLive})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

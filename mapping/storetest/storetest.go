@@ -62,9 +62,12 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PurgeExpired", func(t *testing.T) { testPurgeExpired(t, h) })
 	t.Run("LiveLimit", func(t *testing.T) { testLiveLimit(t, h) })
 	t.Run("LiveLimitConcurrent", func(t *testing.T) { testLiveLimitConcurrent(t, h) })
+	t.Run("RateLimit", func(t *testing.T) { testRateLimit(t, h) })
+	t.Run("RateLimitConcurrent", func(t *testing.T) { testRateLimitConcurrent(t, h) })
 	if h.Reopen != nil {
 		t.Run("SurvivesReopen", func(t *testing.T) { testSurvivesReopen(t, h) })
 		t.Run("LiveLimitSurvivesReopen", func(t *testing.T) { testLiveLimitSurvivesReopen(t, h) })
+		t.Run("RateLimitSurvivesReopen", func(t *testing.T) { testRateLimitSurvivesReopen(t, h) })
 	}
 }
 
@@ -153,7 +156,7 @@ func completedTask(id, principal string) *mapping.Task {
 func mustCreate(t *testing.T, s mapping.Store, tasks ...*mapping.Task) {
 	t.Helper()
 	for _, task := range tasks {
-		if err := s.Create(t.Context(), task.Clone(), 0); err != nil {
+		if err := s.Create(t.Context(), task.Clone(), mapping.CreateLimits{}); err != nil {
 			t.Fatalf("Create(%s): %v", task.CorrelationID, err)
 		}
 	}
@@ -201,7 +204,7 @@ func testOwnCopy(t *testing.T, h Harness) {
 	s := h.Open(t)
 	want := fullTask("task-1", "alice")
 	in := want.Clone()
-	if err := s.Create(t.Context(), in, 0); err != nil {
+	if err := s.Create(t.Context(), in, mapping.CreateLimits{}); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	// Scribble over the caller's copy and over a read copy: neither reaches
@@ -270,7 +273,7 @@ func testCreateDuplicate(t *testing.T, h Harness) {
 			s := h.Open(t)
 			first := newTask("task-1", "alice")
 			mustCreate(t, s, first)
-			if err := s.Create(t.Context(), tt.second.Clone(), 0); err == nil {
+			if err := s.Create(t.Context(), tt.second.Clone(), mapping.CreateLimits{}); err == nil {
 				t.Fatal("second Create with the same key succeeded, want an error")
 			}
 			assertStored(t, s, first, at(0))
