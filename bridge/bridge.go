@@ -29,6 +29,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/jobbridge/jobbridge/adapters"
@@ -100,6 +101,9 @@ type Options struct {
 	// it, HTTP callers share HTTPPrincipal and the server must only be
 	// reachable from this machine.
 	Auth *auth.Authenticator
+	// TracerProvider receives the bridge's spans: one per MCP request, one
+	// per backend call, with task lifecycle events. Default (nil): no-op.
+	TracerProvider trace.TracerProvider
 }
 
 // Bridge serves a catalog over MCP. Create it with New, serve it with
@@ -123,6 +127,7 @@ type Bridge struct {
 	// limits are the catalog's limits; metrics count what they refuse.
 	limits  catalog.Limits
 	metrics *metrics
+	tracer  trace.Tracer
 	rates   *rateLimits
 	// shared is set when the store is shared with other replicas.
 	shared  bool
@@ -200,9 +205,10 @@ func New(opts Options) (*Bridge, error) {
 		started:  opts.Now(),
 		gates:    map[string]*gate{},
 		metrics:  newMetrics(),
+		tracer:   newTracer(opts.TracerProvider),
 		rates:    newRateLimits(),
 	}
-	b.store = meterStore(opts.Store, b.metrics)
+	b.store = traceStore(meterStore(opts.Store, b.metrics), b)
 	metered := map[string]adapters.Adapter{}
 	if b.limits == (catalog.Limits{}) {
 		b.limits.SetDefaults()
@@ -226,7 +232,7 @@ func New(opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
 		}
 		if metered[ct.Backend] == nil {
-			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics)
+			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics, b.tracer)
 		}
 		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
 		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
@@ -363,7 +369,7 @@ func (b *Bridge) newServer() *mcp.Server {
 		t := b.tools[ct.Name]
 		s.AddTool(t.mcpTool(), b.syncHandler(t))
 	}
-	s.AddReceivingMiddleware(b.middleware)
+	s.AddReceivingMiddleware(b.traceRequests, b.middleware)
 	// Registration only fails for names that shadow standard methods.
 	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))
 	must(mcp.AddReceivingCustomMethod(s, "tasks/update", b.tasksUpdate))

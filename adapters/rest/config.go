@@ -66,6 +66,11 @@ type BackendConfig struct {
 	// OAuth2, when set, makes the adapter send an OAuth 2.0 access token
 	// obtained with the client credentials grant; see [OAuth2Config].
 	OAuth2 *OAuth2Config `yaml:"oauth2"`
+	// PropagateTrace, when true, sends the W3C traceparent (and tracestate)
+	// of the bridge's backend-call span on every request, so that an API
+	// that traces can join the bridge's trace. Default false: the API learns
+	// nothing of the bridge's traces.
+	PropagateTrace bool `yaml:"propagate_trace"`
 }
 
 // JobConfig is a tool's `job:` block on a rest backend: the calls that start,

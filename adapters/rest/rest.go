@@ -106,6 +106,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/propagation"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jobbridge/jobbridge/adapters"
@@ -155,6 +156,7 @@ type Adapter struct {
 	baseURL     string // base_url without a trailing slash
 	headers     []param
 	idempotency string
+	propagate   bool // propagate_trace
 	tools       map[string]*tool
 
 	once         *http.Client // all requests; repeated only by do
@@ -203,6 +205,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	a := &Adapter{
 		name:        name,
 		idempotency: backend.IdempotencyHeader,
+		propagate:   backend.PropagateTrace,
 		tools:       map[string]*tool{},
 		redactor:    red,
 		log:         opts.Logger,
@@ -866,6 +869,9 @@ func (a *Adapter) newRequest(ctx context.Context, c *call, v *values) (*http.Req
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "jobbridge")
+	if a.propagate {
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -17,6 +17,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/auth"
@@ -191,16 +196,22 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := newTracerProvider(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	opts := bridge.Options{
-		StateKey:      stateKey,
-		Catalog:       cfg.catalog,
-		Store:         store,
-		Adapters:      adapterSet,
-		Build:         buildVersion(),
-		Auth:          authn,
-		Logger:        logger,
-		SweepInterval: cfg.sweep,
-		SubmitTimeout: cfg.submitTimeout,
+		TracerProvider: tp,
+		StateKey:       stateKey,
+		Catalog:        cfg.catalog,
+		Store:          store,
+		Adapters:       adapterSet,
+		Build:          buildVersion(),
+		Auth:           authn,
+		Logger:         logger,
+		SweepInterval:  cfg.sweep,
+		SubmitTimeout:  cfg.submitTimeout,
 	}
 	b, err := bridge.New(opts)
 	if err != nil {
@@ -243,6 +254,30 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 // stateKeyFrom reads the key that signs multi-round argument collection from
 // JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64). Replicas behind one
 // load balancer must share it; without it each process picks a random key.
+// newTracerProvider returns the provider of the bridge's spans: OTLP over
+// HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// is set (the exporter reads the other standard OTEL_EXPORTER_OTLP_*
+// variables itself: headers, timeout, compression, TLS), else nil, which the
+// bridge takes for no tracing. stop flushes the spans not yet exported.
+func newTracerProvider(ctx context.Context, getenv func(string) (string, bool)) (tp trace.TracerProvider, stop func(), err error) {
+	_, all := getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	_, traces := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if !all && !traces {
+		return nil, func() {}, nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "jobbridge"), attribute.String("service.version", buildVersion()))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return sdk, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		sdk.Shutdown(sctx) // an export that fails now has nowhere to go
+	}, nil
+}
+
 func stateKeyFrom(getenv func(string) (string, bool)) ([]byte, error) {
 	v, ok := getenv("JOBBRIDGE_STATE_KEY")
 	if !ok || v == "" {
