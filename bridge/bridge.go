@@ -208,7 +208,7 @@ func New(opts Options) (*Bridge, error) {
 		tracer:   newTracer(opts.TracerProvider),
 		rates:    newRateLimits(),
 	}
-	b.store = traceStore(meterStore(opts.Store, b.metrics), b)
+	b.store = traceStore(meterStore(opts.Store, b.metrics, b.log), b)
 	metered := map[string]adapters.Adapter{}
 	if b.limits == (catalog.Limits{}) {
 		b.limits.SetDefaults()

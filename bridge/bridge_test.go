@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -49,6 +50,7 @@ type harnessOptions struct {
 	auth          *auth.Authenticator
 	adapters      func(map[string]adapters.Adapter) map[string]adapters.Adapter
 	lookupBackoff time.Duration
+	logger        *slog.Logger
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -142,6 +144,7 @@ func (h *harness) start(o harnessOptions) {
 		LookupBackoff: o.lookupBackoff,
 		Now:           o.now,
 		Auth:          o.auth,
+		Logger:        o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -508,5 +509,29 @@ func TestLegacyLimits(t *testing.T) {
 	}
 	if !strings.Contains(string(res), `"isError":true`) || !strings.Contains(string(res), "unfinished tasks, the limit") || strings.Contains(string(res), `"task"`) {
 		t.Errorf("second task over the limit: %s, want the live-limit tool error and no task", res)
+	}
+}
+
+// Each state change of a task is one log line at info: the task's hash
+// (never its ID), tool, backend, job, correlation ID, from → to and the time
+// in the state it left.
+func TestTransitionsAreLogged(t *testing.T) {
+	var logs syncBuffer
+	h := newHarness(t, harnessOptions{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	task := h.createTask("slow_compute", map[string]any{"seconds": 0})
+	h.waitTerminal(task.TaskID)
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `msg="task state changed"`) && strings.Contains(l, "to=completed") {
+			line = l
+		}
+	}
+	for _, want := range []string{"task=", "tool=slow_compute", "backend=jobs", "job=", "correlation=jb-", "from=working", "in_state="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("transition line %q lacks %s\n%s", line, want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), task.TaskID) {
+		t.Error("the logs contain the task ID")
 	}
 }

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -17,13 +19,14 @@ import (
 // no store access of its own.
 type meteredStore struct {
 	mapping.Store
-	m *metrics
+	m   *metrics
+	log *slog.Logger // one line per state change
 }
 
 // meterStore wraps s, keeping the optional interfaces the bridge discovers
 // by type assertion (liveClaimer, ownerReleaser) exactly as s has them.
-func meterStore(s mapping.Store, m *metrics) mapping.Store {
-	base := &meteredStore{Store: s, m: m}
+func meterStore(s mapping.Store, m *metrics, log *slog.Logger) mapping.Store {
+	base := &meteredStore{Store: s, m: m, log: log}
 	claimer, isClaimer := s.(liveClaimer)
 	releaser, isReleaser := s.(ownerReleaser)
 	switch {
@@ -71,13 +74,38 @@ func (s *meteredStore) Update(ctx context.Context, t *mapping.Task) error {
 	// The state before the write is the one the writer read (the write is
 	// conditional on it), taken before a concurrent read of the new row can
 	// replace it.
-	from := s.m.live.state(t.Key)
+	from, since := s.m.live.state(t.Key)
 	err := s.timed("update", func() error { return s.Store.Update(ctx, t) })
 	if err == nil {
 		s.m.live.see(t)
 		s.m.written(t, from)
+		if from != "" && from != t.Status {
+			s.logTransition(t, from, since)
+		}
 	}
 	return err
+}
+
+// logTransition writes the one log line of a task's state change: which
+// task (its hash, never its ID), tool, backend, job and correlation ID,
+// from → to, and how long it was in the state it left.
+func (s *meteredStore) logTransition(t *mapping.Task, from mapping.Status, since time.Time) {
+	if s.log == nil {
+		return
+	}
+	var ref struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(t.JobRef, &ref)
+	attrs := []any{"task", shortKey(t.Key), "tool", t.Tool, "backend", t.Backend}
+	if ref.ID != "" {
+		attrs = append(attrs, "job", ref.ID)
+	}
+	attrs = append(attrs, "correlation", t.CorrelationID, "from", string(from), "to", string(t.Status))
+	if !since.IsZero() {
+		attrs = append(attrs, "in_state", t.UpdatedAt.Sub(since).Round(time.Millisecond))
+	}
+	s.log.Info("task state changed", attrs...)
 }
 
 func (s *meteredStore) ListLive(ctx context.Context, now time.Time, limit int) ([]*mapping.Task, error) {
@@ -195,6 +223,7 @@ type liveTracker struct {
 type liveEntry struct {
 	series  liveSeries
 	expires time.Time
+	since   time.Time // when the task was seen entering its state
 }
 
 type liveSeries struct {
@@ -238,16 +267,17 @@ func (l *liveTracker) see(t *mapping.Task) {
 			return
 		}
 		s := liveSeries{tool: t.Tool, state: t.Status}
-		l.tasks[t.Key] = liveEntry{series: s, expires: t.ExpiresAt}
+		l.tasks[t.Key] = liveEntry{series: s, expires: t.ExpiresAt, since: t.UpdatedAt}
 		l.counts[s]++
 	}
 }
 
 // state returns the state the tracker knows of a task, or "".
-func (l *liveTracker) state(k mapping.Key) mapping.Status {
+func (l *liveTracker) state(k mapping.Key) (mapping.Status, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.tasks[k].series.state
+	e := l.tasks[k]
+	return e.series.state, e.since
 }
 
 // expire drops the tasks whose lifetime has ended: the store no longer

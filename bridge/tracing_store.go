@@ -49,7 +49,7 @@ func (s *tracedStore) Create(ctx context.Context, t *mapping.Task, limits mappin
 }
 
 func (s *tracedStore) Update(ctx context.Context, t *mapping.Task) error {
-	from := s.b.metrics.live.state(t.Key)
+	from, _ := s.b.metrics.live.state(t.Key)
 	err := s.Store.Update(ctx, t)
 	if err != nil {
 		return err
