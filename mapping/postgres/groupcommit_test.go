@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,54 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/storetest"
 )
 
-// parallelism returns the SetParallelism argument that makes RunParallel
-// run c goroutines.
-func parallelism(c int) int { return max(1, c/runtime.GOMAXPROCS(0)) }
-
-// reportTasks reports n tasks in the benchmark's time as tasks/s.
-func reportTasks(b *testing.B, n int64) {
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tasks/s")
-}
-
-// BenchmarkCreateParallel creates tasks from 32 goroutines through one
-// Store (default pool), with group commit: "create" is Create alone, and
-// "create+update" a Create followed by an Update of the same task (the
-// bridge's two writes per task). Compare tasks/s with BenchmarkFloor on the
-// same server (internal/pgtest: fsync off).
+// BenchmarkCreateParallel runs storetest.BenchCreateParallel through one Store
+// (default pool), with group commit; compare tasks/s with BenchmarkFloor on
+// the same server (internal/pgtest: fsync off).
 func BenchmarkCreateParallel(b *testing.B) {
-	for _, updates := range []bool{false, true} {
-		name := "create"
-		if updates {
-			name = "create+update"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := openFresh(b)
-			now := time.Now()
-			var next, done atomic.Int64
-			b.SetParallelism(parallelism(32))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					t := task(fmt.Sprintf("task-%d", next.Add(1)), now)
-					if err := s.Create(b.Context(), t, mapping.CreateLimits{MaxLive: 1 << 30}); err != nil {
-						b.Error(err)
-						return
-					}
-					if updates {
-						t.JobRef = []byte(`{"id":"job-2"}`)
-						if err := s.Update(b.Context(), t); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-					done.Add(1)
-				}
-			})
-			reportTasks(b, done.Load())
-		})
-	}
+	storetest.BenchCreateParallel(b, func(t testing.TB) mapping.Store { return openFresh(t) })
 }
 
 // floorInsert is a plain INSERT of a task row, without the live-count
@@ -99,7 +58,7 @@ func BenchmarkFloor(b *testing.B) {
 			pool := rawPool(b, dsn, 32)
 			now := time.Now()
 			var next, done atomic.Int64
-			b.SetParallelism(parallelism(32))
+			b.SetParallelism(storetest.Parallelism(32))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -118,7 +77,7 @@ func BenchmarkFloor(b *testing.B) {
 					done.Add(1)
 				}
 			})
-			reportTasks(b, done.Load())
+			storetest.ReportTasks(b, done.Load())
 		})
 	}
 }

@@ -10,15 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/storetest"
 )
 
 // killChildEnv, when set to a database path, makes
@@ -125,52 +124,11 @@ func createUntilKilled(t *testing.T, path string) {
 	wg.Wait()
 }
 
-// parallelism returns the SetParallelism argument that makes RunParallel
-// run c goroutines.
-func parallelism(c int) int { return max(1, c/runtime.GOMAXPROCS(0)) }
-
-// reportTasks reports n tasks in the benchmark's time as tasks/s.
-func reportTasks(b *testing.B, n int64) {
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tasks/s")
-}
-
-// BenchmarkCreateParallel creates tasks from 32 goroutines on a file store
-// (synchronous=FULL), with group commit: "create" is Create alone, and
-// "create+update" is a Create followed by an Update of the same task (the
-// bridge's two writes per task: the row, then the job reference). Compare
-// tasks/s with BenchmarkFloor, on the same disk.
+// BenchmarkCreateParallel runs storetest.BenchCreateParallel on a file store
+// (synchronous=FULL), with group commit; compare tasks/s with BenchmarkFloor,
+// on the same disk.
 func BenchmarkCreateParallel(b *testing.B) {
-	for _, updates := range []bool{false, true} {
-		name := "create"
-		if updates {
-			name = "create+update"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := openTemp(b)
-			now := time.Now()
-			var next, done atomic.Int64
-			b.SetParallelism(parallelism(32))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					t := task(fmt.Sprintf("task-%d", next.Add(1)), now)
-					if err := s.Create(b.Context(), t, mapping.CreateLimits{MaxLive: 1 << 30}); err != nil {
-						b.Error(err)
-						return
-					}
-					if updates {
-						t.JobRef = []byte(`{"id":"job-2"}`)
-						if err := s.Update(b.Context(), t); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-					done.Add(1)
-				}
-			})
-			reportTasks(b, done.Load())
-		})
-	}
+	storetest.BenchCreateParallel(b, func(t testing.TB) mapping.Store { return openTemp(t) })
 }
 
 // BenchmarkFloor measures raw SQLite on the same disk, with the store's
@@ -190,7 +148,7 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			n++
 		}
-		reportTasks(b, n)
+		storetest.ReportTasks(b, n)
 	})
 	b.Run("insert+update", func(b *testing.B) {
 		s := openTemp(b)
@@ -207,7 +165,7 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			n++
 		}
-		reportTasks(b, n)
+		storetest.ReportTasks(b, n)
 	})
 	b.Run("32-rows", func(b *testing.B) {
 		s := openTemp(b)
@@ -219,7 +177,7 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			n += 32
 		}
-		reportTasks(b, n)
+		storetest.ReportTasks(b, n)
 	})
 }
 
