@@ -1,7 +1,7 @@
 // Package adapters defines the contract between the bridge and a backend job
 // system, in the manner of database/sql/driver: a small required interface
-// ([Adapter]) and optional interfaces ([Responder], [Finder], [Batcher]) that
-// the bridge discovers by type assertion.
+// ([Adapter]) and optional interfaces ([Responder], [Finder], [Batcher],
+// [EventSource]) that the bridge discovers by type assertion.
 //
 // An adapter translates. It starts a job, observes jobs and maps the backend's
 // status onto one of six [State] values, and forwards cancellation. It keeps no
