@@ -86,6 +86,13 @@ type Event struct {
 	// Observation is the job's state as the event tells it, read with the
 	// same rules as a status answer. Its Err is unset.
 	Observation Observation
+	// Reread asks the bridge to poll the job now rather than apply
+	// Observation: the event is news, but only the backend's full answer
+	// carries everything (a finished run's jobs and log tails, an
+	// approval's environments). The first terminal observation is final,
+	// so an adapter sets it for an event whose observation would be a
+	// thinner terminal outcome than a poll's.
+	Reread bool
 }
 
 // ErrForgedEvent is wrapped by a ReadEvents error when a delivery's

@@ -139,6 +139,13 @@ type Bridge struct {
 	started time.Time
 	// gates pace the calls to each backend (throttling, circuit breaker).
 	gates map[string]*gate
+	// hub pushes task changes to subscriptions/listen streams.
+	hub *hub
+	// streamsEnd is closed by EndStreams: every stream ends gracefully.
+	streamsEnd     chan struct{}
+	streamsEndOnce sync.Once
+	// events are the backends that push job events, by name.
+	events map[string]*eventSource
 
 	// sealOnce makes sealAEAD, which seals task IDs for tasks/list.
 	sealOnce sync.Once
@@ -232,7 +239,7 @@ func New(opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
 		}
 		if metered[ct.Backend] == nil {
-			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics, b.tracer)
+			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics, b.tracer, b.log)
 		}
 		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
 		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
@@ -240,8 +247,17 @@ func New(opts Options) (*Bridge, error) {
 			b.gates[ct.Backend] = newGate(ct.Backend, opts.Now)
 		}
 	}
+	b.streamLimits()
+	b.events = eventSources(opts.Adapters)
+	for name := range b.events {
+		for _, outcome := range eventOutcomes {
+			b.metrics.events.WithLabelValues(name, outcome)
+		}
+	}
 	b.server = b.newServer()
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
+	b.streamsEnd = make(chan struct{})
+	b.hub = newHub(b)
 	b.wg.Add(1)
 	go b.sweepLoop()
 	return b, nil
@@ -259,9 +275,21 @@ func (b *Bridge) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	b.EndStreams()
 	b.cancel()
 	b.wg.Wait()
+	b.hub.close()
 	return nil
+}
+
+// EndStreams ends every subscriptions/listen stream gracefully (the
+// listen's result over HTTP, notifications/cancelled over stdio) and makes
+// new ones end at once, without stopping anything else: call it when the
+// HTTP server starts shutting down (http.Server.RegisterOnShutdown), so
+// that Shutdown does not wait for streams that would otherwise last until
+// their clients leave. Clients listen again elsewhere and miss nothing.
+func (b *Bridge) EndStreams() {
+	b.streamsEndOnce.Do(func() { close(b.streamsEnd) })
 }
 
 // goBackground runs fn on the bridge's lifetime, tracked by Close. It

@@ -51,6 +51,9 @@ type harnessOptions struct {
 	adapters      func(map[string]adapters.Adapter) map[string]adapters.Adapter
 	lookupBackoff time.Duration
 	logger        *slog.Logger
+	// sharedStore opens the store beside another harness's on the same file
+	// (sqlite.Options.Shared): a second writer such as the operator's CLI.
+	sharedStore bool
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -116,7 +119,7 @@ func (h *harness) start(o harnessOptions) {
 	if o.tune != nil {
 		o.tune(h.cat)
 	}
-	store, err := sqlite.Open(t.Context(), h.storePath, nil)
+	store, err := sqlite.Open(t.Context(), h.storePath, &sqlite.Options{Shared: o.sharedStore})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -647,7 +647,7 @@ func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
 	case errors.Is(err, errSubmissionStopped):
 		// Cancelled while waiting, or the bridge is closing.
 	case errors.Is(err, adapters.ErrOutcomeUnknown):
-		b.log.Warn("submission outcome unknown; reconciling", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
+		b.log.Info("submission outcome unknown; reconciling", "task", shortKey(task.Key), "correlation", task.CorrelationID)
 		b.reconcile(task)
 	case errors.Is(err, adapters.ErrJobUnaddressable):
 		msg := fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
@@ -656,9 +656,9 @@ func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
 	default:
 		reason := sanitize(err.Error(), 1024)
 		if _, throttled := adapters.RetryAfter(err); throttled {
-			b.log.Warn("submission throttled past the submit timeout", "task", shortKey(task.Key), "error", err)
+			b.log.Info("submission throttled past the submit timeout", "task", shortKey(task.Key))
 		} else {
-			b.log.Info("backend refused the job", "task", shortKey(task.Key), "error", err)
+			b.log.Info("backend refused the job", "task", shortKey(task.Key))
 		}
 		res := toolResultText(fmt.Sprintf("The backend %q did not start the job: %s", task.Backend, reason), true)
 		b.finish(task, mapping.StatusCompleted, "the backend did not start the job: "+reason, res, nil)
@@ -730,6 +730,7 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 		}
 		t.Phase = mapping.PhaseSubmitted
 		t.JobRef = refJSON
+		t.JobID = ref.ID
 		t.Args = nil
 		t.StatusMessage = fmt.Sprintf("job %s submitted to %s", ref.ID, t.Backend)
 		forward = b.claimCancel(t, now)

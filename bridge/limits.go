@@ -83,6 +83,17 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 				r.ContentLength = int64(len(rewritten))
 			}
 		}
+		if msg.Method == "subscriptions/listen" && len(msg.ID) > 0 {
+			params, _ := json.Marshal(msg.Params)
+			if req, named, err := parseListen(msg.ID, params); named {
+				if err != nil {
+					writeRPCError(w, msg.ID, err)
+					return
+				}
+				b.serveListenHTTP(w, r, req)
+				return
+			}
+		}
 		switch msg.Method {
 		case "tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tasks/result":
 			if msg.Method != "tasks/list" && !hasTaskID {

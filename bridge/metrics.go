@@ -48,6 +48,11 @@ type metrics struct {
 	sweepBacklog  prometheus.Gauge
 	sweepLast     prometheus.Gauge
 
+	streams     prometheus.Gauge       // open listen streams
+	pushed      *prometheus.CounterVec // status
+	pushResyncs prometheus.Counter
+	events      *prometheus.CounterVec // backend, outcome
+
 	// live counts the live tasks this process knows of, by tool and state
 	// (see liveTracker).
 	live *liveTracker
@@ -55,7 +60,10 @@ type metrics struct {
 
 // The limits a request can run into; each has a series of
 // jobbridge_limit_rejections_total, present from the start.
-var limitNames = []string{"argument_size", "live_tasks", "create_rate", "poll_rate", "request_size", "result_size", "input_wait", "scope", "tool_denied"}
+var limitNames = []string{"argument_size", "live_tasks", "create_rate", "poll_rate", "request_size", "result_size", "input_wait", "scope", "tool_denied", "streams", "stream_tasks"}
+
+// eventOutcomes are the outcomes of jobbridge_backend_events_total.
+var eventOutcomes = []string{"applied", "duplicate", "stale", "unknown_job", "ignored", "forged", "replayed", "unreadable", "failed"}
 
 // Latency buckets, in seconds. Backend calls are bounded by CallTimeout
 // (15s) and SubmitTimeout (30s) by default; store calls are usually
@@ -100,6 +108,11 @@ func newMetrics() *metrics {
 		sweepBacklog:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "jobbridge_sweep_backlog_tasks", Help: "Overdue live tasks the last sweep read but did not observe (backend paused or failing, sweep out of time)."}),
 		sweepLast:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "jobbridge_sweep_last_run_timestamp_seconds", Help: "When the last sweep ended, in Unix seconds."}),
 
+		streams:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "jobbridge_listen_streams", Help: "Open subscriptions/listen streams of task notifications on this process."}),
+		pushed:      counter("jobbridge_task_notifications_total", "notifications/tasks sent on listen streams, by the task's status.", "status"),
+		pushResyncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "jobbridge_push_resyncs_total", Help: "Times the streams re-read all their tasks because changes may have been missed (the store's listener reconnected, or the fan-out fell behind)."}),
+		events:      counter("jobbridge_backend_events_total", "Job events pushed by backends, by outcome (applied, duplicate, stale, unknown_job, ignored, forged, replayed, unreadable, failed).", "backend", "outcome"),
+
 		live: newLiveTracker(),
 	}
 	m.reg.MustRegister(
@@ -110,6 +123,7 @@ func newMetrics() *metrics {
 		m.backendRequests, m.backendLatency, m.cancelForwards,
 		m.storeOps, m.storeLatency,
 		m.sweepDuration, m.sweepDue, m.sweepBacklog, m.sweepLast,
+		m.streams, m.pushed, m.pushResyncs, m.events,
 		m.live,
 	)
 	for _, n := range limitNames {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -18,19 +19,25 @@ import (
 // outcome) under the request or background work that made it. It is the one
 // wrapper for every backend; the adapters themselves know nothing of metrics
 // and only see the span in their context (the REST adapter may propagate it).
+//
+// It is also where a failed call is logged, once, whichever part of the
+// bridge made it: a WARN line "backend call failed" with the backend, the
+// operation, the failure's class (the outcome label of the metrics), the
+// jobs concerned and the error. The callers log what they decide at DEBUG.
 type meteredAdapter struct {
 	backend string
 	a       adapters.Adapter
 	m       *metrics
 	tracer  trace.Tracer
+	log     *slog.Logger
 }
 
 // meterAdapter wraps a, keeping the optional interfaces the bridge
 // discovers by type assertion (Responder, Finder) exactly as a has them.
 // Batcher is always answered: a size of zero means "not said", as for an
 // adapter without it.
-func meterAdapter(backend string, a adapters.Adapter, m *metrics, tracer trace.Tracer) adapters.Adapter {
-	base := &meteredAdapter{backend: backend, a: a, m: m, tracer: tracer}
+func meterAdapter(backend string, a adapters.Adapter, m *metrics, tracer trace.Tracer, log *slog.Logger) adapters.Adapter {
+	base := &meteredAdapter{backend: backend, a: a, m: m, tracer: tracer, log: log}
 	_, responds := a.(adapters.Responder)
 	_, finds := a.(adapters.Finder)
 	switch {
@@ -50,6 +57,29 @@ func (w *meteredAdapter) begin(ctx context.Context, op string) (context.Context,
 		trace.WithAttributes(attrBackend.String(w.backend), attrOperation.String(op)))
 }
 
+// quietOutcomes are the outcomes that are not failures worth a line: an
+// answer the bridge expects (a job not listed yet, a cancel after the end)
+// or its own shutdown.
+var quietOutcomes = map[string]bool{"ok": true, "not_found": true, "already_finished": true, "not_listed_yet": true, "canceled": true}
+
+// failed logs a failed call (see meteredAdapter).
+func (w *meteredAdapter) failed(op, outcome string, err error, jobs ...string) {
+	if err == nil || quietOutcomes[outcome] {
+		return
+	}
+	attrs := []any{"backend", w.backend, "operation", op, "class", outcome}
+	switch {
+	case len(jobs) == 1:
+		attrs = append(attrs, "job", jobs[0])
+	case len(jobs) > 1:
+		attrs = append(attrs, "jobs", len(jobs))
+	}
+	if d, ok := adapters.RetryAfter(err); ok && d > 0 {
+		attrs = append(attrs, "retry_after", d)
+	}
+	w.log.Warn("backend call failed", append(attrs, "error", err)...)
+}
+
 // done records one call that began at start, and ends its span.
 func (w *meteredAdapter) done(span trace.Span, op string, start time.Time, outcome string) {
 	w.m.backendLatency.WithLabelValues(w.backend, op).Observe(time.Since(start).Seconds())
@@ -67,7 +97,9 @@ func (w *meteredAdapter) Start(ctx context.Context, req adapters.StartRequest) (
 	ctx, span := w.begin(ctx, "start")
 	start := time.Now()
 	ref, err := w.a.Start(ctx, req)
-	w.done(span, "start", start, backendOutcome(err))
+	outcome := backendOutcome(err)
+	w.done(span, "start", start, outcome)
+	w.failed("start", outcome, err)
 	return ref, err
 }
 
@@ -75,7 +107,9 @@ func (w *meteredAdapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]ad
 	ctx, span := w.begin(ctx, "poll")
 	start := time.Now()
 	obs, err := w.a.Poll(ctx, refs)
-	w.done(span, "poll", start, backendOutcome(err))
+	outcome := backendOutcome(err)
+	w.done(span, "poll", start, outcome)
+	w.failed("poll", outcome, err, jobIDs(refs)...)
 	return obs, err
 }
 
@@ -83,7 +117,9 @@ func (w *meteredAdapter) Cancel(ctx context.Context, ref adapters.JobRef) error 
 	ctx, span := w.begin(ctx, "cancel")
 	start := time.Now()
 	err := w.a.Cancel(ctx, ref)
-	w.done(span, "cancel", start, backendOutcome(err))
+	outcome := backendOutcome(err)
+	w.done(span, "cancel", start, outcome)
+	w.failed("cancel", outcome, err, ref.ID)
 	return err
 }
 
@@ -103,7 +139,9 @@ func (w *meteredAdapter) respond(ctx context.Context, ref adapters.JobRef, answe
 	ctx, span := w.begin(ctx, "respond")
 	start := time.Now()
 	err := r.Respond(ctx, ref, answers)
-	w.done(span, "respond", start, backendOutcome(err))
+	outcome := backendOutcome(err)
+	w.done(span, "respond", start, outcome)
+	w.failed("respond", outcome, err, ref.ID)
 	return err
 }
 
@@ -120,7 +158,16 @@ func (w *meteredAdapter) find(ctx context.Context, req adapters.StartRequest) (a
 		outcome = "not_found"
 	}
 	w.done(span, "find", start, outcome)
+	w.failed("find", outcome, err)
 	return ref, found, err
+}
+
+func jobIDs(refs []adapters.JobRef) []string {
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // meteredResponderAdapter, meteredFinderAdapter and meteredFullAdapter are

@@ -133,6 +133,27 @@ func (s *meteredStore) ListByPrincipal(ctx context.Context, principal string, no
 	return ts, next, err
 }
 
+func (s *meteredStore) FindByJob(ctx context.Context, backend, jobID string, now time.Time) ([]*mapping.Task, error) {
+	var ts []*mapping.Task
+	err := s.timed("find_by_job", func() (err error) {
+		ts, err = s.Store.FindByJob(ctx, backend, jobID, now)
+		return err
+	})
+	for _, t := range ts {
+		s.m.live.see(t)
+	}
+	return ts, err
+}
+
+func (s *meteredStore) ClaimDelivery(ctx context.Context, source, id string, now time.Time) (bool, error) {
+	var first bool
+	err := s.timed("claim_delivery", func() (err error) {
+		first, err = s.Store.ClaimDelivery(ctx, source, id, now)
+		return err
+	})
+	return first, err
+}
+
 func (s *meteredStore) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	err := s.timed("purge_expired", func() (err error) {

@@ -20,7 +20,10 @@ func TestCreateRateHoldsAcrossReplicas(t *testing.T) {
 		c.Limits.SetDefaults()
 	}
 	first := newHarness(t, harnessOptions{now: clk.Now, tune: tune})
-	second := newHarness(t, harnessOptions{now: clk.Now, tune: tune, fake: first.fake, storePath: first.storePath})
+	// A second writer of the same file: the limit is the store's, not a
+	// process's (one SQLite file serves one server; PostgreSQL replicas are
+	// tested in mapping/postgres).
+	second := newHarness(t, harnessOptions{now: clk.Now, tune: tune, fake: first.fake, storePath: first.storePath, sharedStore: true})
 
 	first.createTask("long_job", nil)
 	second.createTask("long_job", nil)

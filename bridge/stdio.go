@@ -2,11 +2,13 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -33,6 +35,7 @@ const shutdownGrace = 5 * time.Second
 // closed, out is not.
 func (b *Bridge) ServeIO(ctx context.Context, in io.ReadCloser, out io.Writer) error {
 	t := &stdioTransport{
+		b:       b,
 		inner:   &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{out}},
 		rewrite: b.rewriteIncoming,
 		drain:   b.drainBudget(),
@@ -55,6 +58,9 @@ func (b *Bridge) ServeIO(ctx context.Context, in io.ReadCloser, out io.Writer) e
 		b.log.Info("stdio session ended: the client closed its input")
 		return nil
 	case <-ctx.Done():
+	}
+	if c := t.conn.Load(); c != nil {
+		c.endStreams()
 	}
 	// The transport's Read returns the end of input now: the SDK cancels
 	// the requests in flight and closes the connection once their handlers
@@ -104,11 +110,14 @@ func (nopWriteCloser) Close() error { return nil }
 // batches, which the SDK refuses from 2025-06-18 on, are taken under every
 // version.
 type stdioTransport struct {
+	b       *Bridge
 	inner   mcp.Transport
 	rewrite func(jsonrpc.Message) jsonrpc.Message
 	drain   time.Duration
 	stop    context.Context
 	log     *slog.Logger
+	// conn is the connection, once connected.
+	conn atomic.Pointer[stdioConn]
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -116,13 +125,17 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stdioConn{
+	conn := &stdioConn{
 		Connection: c,
 		t:          t,
 		pending:    map[jsonrpc.ID]bool{},
 		answered:   make(chan struct{}, 1),
 		closed:     make(chan struct{}),
-	}, nil
+		listens:    map[jsonrpc.ID]context.CancelFunc{},
+		ending:     make(chan struct{}),
+	}
+	t.conn.Store(conn)
+	return conn, nil
 }
 
 // stdioConn is the connection of a stdioTransport. It counts the requests it
@@ -137,6 +150,25 @@ type stdioConn struct {
 	answered  chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+	// listens are the subscriptions/listen streams of tasks this session
+	// holds, by request ID; streams counts their goroutines, and closing
+	// ending ends them gracefully.
+	listens    map[jsonrpc.ID]context.CancelFunc
+	streams    sync.WaitGroup
+	ending     chan struct{}
+	endingOnce sync.Once
+}
+
+// endStreams ends the session's streams gracefully (notifications/cancelled
+// for each) and waits up to a second for those messages to be written.
+func (c *stdioConn) endStreams() {
+	c.endingOnce.Do(func() { close(c.ending) })
+	done := make(chan struct{})
+	go func() { c.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
 }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -145,15 +177,22 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	defer cancel()
 	unwatch := context.AfterFunc(c.t.stop, cancel)
 	defer unwatch()
-	msg, err := c.Connection.Read(rctx)
-	if err != nil {
-		if c.t.stop.Err() != nil {
-			return nil, io.EOF
+	var msg jsonrpc.Message
+	for {
+		m, err := c.Connection.Read(rctx)
+		if err != nil {
+			if c.t.stop.Err() != nil {
+				return nil, io.EOF
+			}
+			// Nothing more can be read (the end of input, or a line that is
+			// not JSON): answer what was read, then end.
+			c.awaitAnswers()
+			return nil, err
 		}
-		// Nothing more can be read (the end of input, or a line that is
-		// not JSON): answer what was read, then end.
-		c.awaitAnswers()
-		return nil, err
+		if !c.takeListen(m) {
+			msg = m
+			break
+		}
 	}
 	msg = c.t.rewrite(msg)
 	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method != "subscriptions/listen" {
@@ -183,8 +222,90 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 func (c *stdioConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		// Streams end gracefully while the connection can still carry it.
+		c.endStreams()
+		c.mu.Lock()
+		for _, cancel := range c.listens {
+			cancel()
+		}
+		c.mu.Unlock()
+	})
 	return c.Connection.Close()
+}
+
+// takeListen serves the subscriptions/listen requests that name tasks (and
+// the client's notifications/cancelled that end them) in place of the SDK,
+// which does not know task notifications. It reports whether it took msg.
+func (c *stdioConn) takeListen(msg jsonrpc.Message) bool {
+	r, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return false
+	}
+	switch {
+	case r.Method == "notifications/cancelled" && !r.IsCall():
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(r.Params, &p) != nil {
+			return false
+		}
+		id, err := jsonrpc.MakeID(p.RequestID)
+		if err != nil {
+			return false
+		}
+		c.mu.Lock()
+		cancel, mine := c.listens[id]
+		delete(c.listens, id)
+		c.mu.Unlock()
+		if mine {
+			cancel()
+		}
+		return mine
+	case r.Method == "subscriptions/listen" && r.IsCall():
+	default:
+		return false
+	}
+	rawID, _ := json.Marshal(r.ID.Raw())
+	req, named, err := parseListen(rawID, r.Params)
+	if !named {
+		return false
+	}
+	b := c.t.b
+	ctx, cancel := context.WithCancel(context.Background())
+	answer := func(err error) {
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) {
+			rpc = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		c.Connection.Write(ctx, &jsonrpc.Response{ID: r.ID, Error: rpc})
+	}
+	if err != nil {
+		answer(err)
+		cancel()
+		return true
+	}
+	s, agreed, err := b.startListen(ctx, b.opts.StdioPrincipal, req)
+	if err != nil {
+		answer(err)
+		cancel()
+		return true
+	}
+	c.mu.Lock()
+	c.listens[r.ID] = cancel
+	c.mu.Unlock()
+	c.streams.Add(1)
+	go func() {
+		defer c.streams.Done()
+		defer cancel()
+		sink := &stdioSink{ctx: ctx, conn: c.Connection, id: r.ID}
+		b.runListen(ctx, s, req, agreed, sink, c.ending)
+		c.mu.Lock()
+		delete(c.listens, r.ID)
+		c.mu.Unlock()
+	}()
+	return true
 }
 
 func (c *stdioConn) unanswered() int {

@@ -65,7 +65,7 @@ func (b *Bridge) sweep() {
 	s.claimer, _ = b.store.(liveClaimer)
 	s.minDue = -1
 	for _, tl := range b.tools {
-		if d := s.dueAge(tl); s.minDue < 0 || d < s.minDue {
+		if d := s.dueAge(nil, tl); s.minDue < 0 || d < s.minDue {
 			s.minDue = d
 		}
 	}
@@ -121,9 +121,14 @@ type sweepItem struct {
 	ref  adapters.JobRef
 }
 
-// dueAge is how old a task's observation must be for the sweep to observe it.
-func (s *sweepRun) dueAge(tl *tool) time.Duration {
-	return max(tl.RefreshInterval, s.b.opts.SweepObserveAge)
+// dueAge is how old a task's observation must be for the sweep to observe
+// it (for a tool's tasks in general when t is nil).
+func (s *sweepRun) dueAge(t *mapping.Task, tl *tool) time.Duration {
+	interval := tl.RefreshInterval
+	if t != nil {
+		interval = s.b.refreshInterval(t, tl)
+	}
+	return max(interval, s.b.opts.SweepObserveAge)
 }
 
 // run reads the live tasks page by page and handles each one.
@@ -197,7 +202,7 @@ func (s *sweepRun) handle(t *mapping.Task) {
 		}
 	case t.Phase == mapping.PhaseSubmitted:
 		tl := b.tools[t.Tool]
-		if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(tl) || b.backedOff(t.Key, s.now) {
+		if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || b.backedOff(t.Key, s.now) {
 			return
 		}
 		var ref adapters.JobRef
@@ -309,7 +314,7 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 		for _, it := range batch {
 			b.unobserved(it.task, it.tool, err)
 		}
-		b.log.Warn("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
+		b.log.Debug("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
 		return
 	}
 	var wg sync.WaitGroup

@@ -113,7 +113,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if tl == nil {
 			return false
 		}
-		if t.ObservedAt != nil && now.Sub(*t.ObservedAt) < tl.RefreshInterval {
+		if t.ObservedAt != nil && now.Sub(*t.ObservedAt) < b.refreshInterval(t, tl) {
 			return false
 		}
 		if b.backedOff(t.Key, now) {
@@ -216,7 +216,7 @@ func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) (*mapping.Task, boo
 	var claimed bool
 	cur, err := b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
 		claimed = false
-		if c.Phase != mapping.PhaseSubmitted || c.ObservedAt != nil && now.Sub(*c.ObservedAt) < tl.RefreshInterval {
+		if c.Phase != mapping.PhaseSubmitted || c.ObservedAt != nil && now.Sub(*c.ObservedAt) < b.refreshInterval(c, tl) {
 			return false
 		}
 		c.ObservedAt = &now
@@ -233,6 +233,12 @@ func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) (*mapping.Task, boo
 // returns the row as the observation left it, or nil when it wrote nothing
 // it can vouch for (the backend could not be asked, or the write failed).
 func (b *Bridge) observe(task *mapping.Task) *mapping.Task {
+	return b.observeFor(task, false)
+}
+
+// observeFor is observe; forEvent says a pushed event asked for the poll,
+// which then counts as the job's latest event.
+func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
 	tl := b.tools[task.Tool]
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
@@ -255,8 +261,13 @@ func (b *Bridge) observe(task *mapping.Task) *mapping.Task {
 	g.done(err)
 	if err != nil {
 		b.unobserved(task, tl, err)
-		b.log.Warn("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		b.log.Debug("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		return nil
+	}
+	if forEvent {
+		if err := obs[0].Err; err == nil || errors.Is(err, adapters.ErrJobNotFound) || errors.Is(err, adapters.ErrUnreadableStatus) {
+			return b.write(task, tl, ref, obs[0], &time.Time{})
+		}
 	}
 	return b.record(task, tl, ref, obs[0])
 }
@@ -287,6 +298,7 @@ func (b *Bridge) record(task *mapping.Task, tl *tool, ref adapters.JobRef, o ada
 			u, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
 				data, err := json.Marshal(newRef)
 				t.JobRef = data
+				t.JobID = newRef.ID
 				return err == nil
 			})
 			if err != nil && !errors.Is(err, errTerminal) {
@@ -296,13 +308,39 @@ func (b *Bridge) record(task *mapping.Task, tl *tool, ref adapters.JobRef, o ada
 			}
 		}
 		b.unobserved(task, tl, err)
-		b.log.Warn("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		// The call answered, but not about this job: the same line as a
+		// failed call (see meteredAdapter).
+		b.log.Warn("backend call failed", "backend", task.Backend, "operation", "poll", "class", backendOutcome(err), "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		return updated
 	}
 	b.setBackoff(task.Key, o.RetryAfter)
+	return b.write(task, tl, ref, o, nil)
+}
+
+// recordEvent applies a job event pushed by the backend as record applies
+// a poll's observation, and notes when the job's last event came. The
+// observation dates from the event's time at (when the backend gave one),
+// so that a later event with an earlier time is seen to be stale.
+func (b *Bridge) recordEvent(task *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, at time.Time) *mapping.Task {
+	return b.write(task, tl, ref, o, &at)
+}
+
+// write is the conditional write of an observation, and what follows it:
+// a terminal task is forgotten, a cancel it claimed is forwarded. eventAt
+// is set for an event: the backend's time of it (zero when not given).
+func (b *Bridge) write(task *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, eventAt *time.Time) *mapping.Task {
 	var forward bool
 	updated, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
+		if eventAt != nil && !o.State.Terminal() && staleEvent(t, *eventAt) {
+			return false // a poll got there first
+		}
 		b.apply(t, tl, ref, o, now)
+		if eventAt != nil {
+			t.EventAt = &now
+			if at := *eventAt; !at.IsZero() && at.Before(now) && t.ObservedAt != nil && t.ObservedAt.Equal(now) {
+				t.ObservedAt = &at
+			}
+		}
 		forward = b.claimCancel(t, now)
 		return true
 	})
@@ -380,6 +418,7 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 		// submission has become a job): keep it, with this observation.
 		if data, err := json.Marshal(o.Ref); err == nil {
 			t.JobRef = data
+			t.JobID = o.Ref.ID
 			ref = *o.Ref
 			b.log.Info("job reference updated", "task", shortKey(t.Key), "job", ref.ID)
 		}
@@ -457,12 +496,12 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateToolError:
 		if stoppedByCancel(t, o) {
-			setTerminal(t, mapping.StatusCancelled, cancelledMessage(ref.ID, msg), nil, nil)
+			setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
 			return
 		}
 		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
 	case adapters.StateCancelled:
-		setTerminal(t, mapping.StatusCancelled, cancelledMessage(ref.ID, msg), nil, nil)
+		setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
 	case adapters.StateFailed:
 		code, emsg := failure(o)
 		setTerminal(t, mapping.StatusFailed, emsg, nil, &wireError{Code: code, Message: emsg})
@@ -500,8 +539,11 @@ const finishClockSlack = time.Second
 
 // cancelledMessage is the status message of a cancelled job: the backend's
 // message when it says more than that the job was cancelled.
-func cancelledMessage(jobID, msg string) string {
+func cancelledMessage(t *mapping.Task, jobID, msg string) string {
 	base := fmt.Sprintf("job %s was cancelled", jobID)
+	if t.CancelRequestedAt != nil && t.CancelBy == mapping.CancelByOperator {
+		base += " by an operator"
+	}
 	if saysOnlyCancelled(msg) {
 		return base
 	}
@@ -809,7 +851,7 @@ func (b *Bridge) deliverAnswers(task *mapping.Task, answers map[string]adapters.
 	if err == nil {
 		return
 	}
-	b.log.Warn("delivering answers", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+	b.log.Debug("delivering answers", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
 		var keep []string
 		for _, k := range decodeKeys(t.AnsweredKeys) {
@@ -874,7 +916,7 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 	release := func(msg string) {
 		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
 			t.CancelForwardedAt = nil
-			t.StatusMessage = msg
+			t.StatusMessage = cancelNote(t, msg)
 			return true
 		})
 	}
@@ -902,11 +944,11 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 		})
 	case errors.Is(err, adapters.ErrCancelRefused):
 		g.done(nil)
-		b.log.Warn("cancel refused by the backend", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		b.log.Debug("cancel refused by the backend", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		release(fmt.Sprintf("cancellation requested; %s refused it (%s); it will be tried again", task.Backend, sanitize(err.Error(), 512)))
 	case err != nil:
 		g.done(err)
-		b.log.Warn("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "error", err)
+		b.log.Debug("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		if _, throttled := adapters.RetryAfter(err); throttled {
 			release(fmt.Sprintf("cancellation requested; %s is throttling requests, it will be sent again", task.Backend))
 		} else {
@@ -919,10 +961,25 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
 			t.CancelSentAt = &now
 			t.ObservedAt = nil
-			t.StatusMessage = fmt.Sprintf("cancellation sent to %s", t.Backend)
+			t.StatusMessage = cancelNote(t, fmt.Sprintf("cancellation sent to %s", t.Backend))
 			return true
 		})
 	}
+}
+
+// cancelNote is the status message of a pending cancel, which names an
+// operator who asked for it (jobbridge tasks cancel): "cancellation (by an
+// operator) sent to ...". Every such note begins with "cancellation ", which
+// observations keep in front of the job's own status.
+func cancelNote(t *mapping.Task, msg string) string {
+	if t.CancelBy != mapping.CancelByOperator {
+		return msg
+	}
+	rest, ok := strings.CutPrefix(msg, "cancellation ")
+	if !ok {
+		return msg
+	}
+	return "cancellation (by an operator) " + rest
 }
 
 // ceilSeconds rounds a positive wait up to whole seconds, for messages.

@@ -128,7 +128,16 @@ func internalError(format string, args ...any) error {
 // missingCapability returns the -32021 error naming the capabilities the
 // request needed but did not declare.
 func missingCapability(caps *mcp.ClientCapabilities, what string) error {
-	data, err := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: caps})
+	raw, err := json.Marshal(caps)
+	if err != nil {
+		return internalError("encoding capability error: %v", err)
+	}
+	// The SDK writes its deprecated roots capability even when unset:
+	// leave it out, so that the error names only what is required.
+	var required map[string]json.RawMessage
+	json.Unmarshal(raw, &required)
+	delete(required, "roots")
+	data, err := json.Marshal(map[string]any{"requiredCapabilities": required})
 	if err != nil {
 		return internalError("encoding capability error: %v", err)
 	}

@@ -77,6 +77,19 @@ type Limits struct {
 	// MaxInputWait is how long a task may wait for an answer in
 	// input_required before it is cancelled. Default 24h.
 	MaxInputWait time.Duration `yaml:"max_input_wait"`
+	// StreamsPerPrincipal is how many subscriptions/listen streams of task
+	// notifications one principal may hold open on one replica. Default 16.
+	StreamsPerPrincipal int `yaml:"streams_per_principal"`
+	// TasksPerStream is how many task IDs one stream may listen to.
+	// Default 1000.
+	TasksPerStream int `yaml:"tasks_per_stream"`
+	// StreamKeepAlive is how often an idle HTTP stream gets an SSE comment,
+	// so that proxies keep it open. Default 15s.
+	StreamKeepAlive time.Duration `yaml:"stream_keep_alive"`
+	// MaxStreamLife is how long a stream stays open before the server
+	// closes it gracefully; the client listens again and misses nothing,
+	// since each task's current state comes first. Default 1h.
+	MaxStreamLife time.Duration `yaml:"max_stream_life"`
 }
 
 // SetDefaults fills the limits left at zero.
@@ -91,6 +104,14 @@ func (l *Limits) SetDefaults() {
 	setInt(&l.MaxResultBytes, 256<<10)
 	if l.MaxInputWait == 0 {
 		l.MaxInputWait = 24 * time.Hour
+	}
+	setInt(&l.StreamsPerPrincipal, 16)
+	setInt(&l.TasksPerStream, 1000)
+	if l.StreamKeepAlive == 0 {
+		l.StreamKeepAlive = 15 * time.Second
+	}
+	if l.MaxStreamLife == 0 {
+		l.MaxStreamLife = time.Hour
 	}
 }
 
@@ -114,6 +135,8 @@ func (l *Limits) Validate() error {
 		{"max_request_bytes", l.MaxRequestBytes, 1 << 10},
 		{"max_argument_bytes", int64(l.MaxArgumentBytes), 16},
 		{"max_result_bytes", int64(l.MaxResultBytes), 1 << 10},
+		{"streams_per_principal", int64(l.StreamsPerPrincipal), 1},
+		{"tasks_per_stream", int64(l.TasksPerStream), 1},
 	} {
 		if f.v < f.min {
 			errs = append(errs, fielderr.Errorf(f.path, "must be at least %d", f.min))
@@ -121,6 +144,12 @@ func (l *Limits) Validate() error {
 	}
 	if l.MaxInputWait < time.Minute {
 		errs = append(errs, fielderr.Errorf("max_input_wait", "must be at least 1m"))
+	}
+	if l.StreamKeepAlive < time.Second {
+		errs = append(errs, fielderr.Errorf("stream_keep_alive", "must be at least 1s"))
+	}
+	if l.MaxStreamLife < time.Minute {
+		errs = append(errs, fielderr.Errorf("max_stream_life", "must be at least 1m"))
 	}
 	return errors.Join(errs...)
 }

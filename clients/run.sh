@@ -4,7 +4,8 @@
 # `jobbridge demo` (every tool backed by the REST job API fake):
 #
 #   - @modelcontextprotocol/client 2.4.0 with @modelcontextprotocol/ext-tasks
-#     0.2.2 (protocol 2026-07-28, the Tasks extension): test/modern.test.mjs;
+#     0.2.2 (protocol 2026-07-28, the Tasks extension): test/modern.test.mjs,
+#     and its subscriptions/listen for notifications/tasks: test/listen.test.mjs;
 #   - @modelcontextprotocol/sdk 1.32.2, the v1 SDK behind most desktop clients
 #     (protocol 2025-11-25, experimental tasks): test/legacy.test.mjs;
 #
@@ -39,7 +40,7 @@ export TMPDIR="$tmp/state"
 
 cd "$here"
 if [[ $# -eq 0 ]]; then
-  set -- test/modern.test.mjs test/legacy.test.mjs
+  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs
 fi
 rc=0
 node --test --test-reporter=spec --test-concurrency=2 "$@" 2>&1 | tee "$tmp/out" || rc=$?

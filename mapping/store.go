@@ -5,7 +5,8 @@
 // secret; the row holds it only sealed by the bridge), bound to the principal
 // that created it. Implementations live in mapping/sqlite (embedded, one
 // process) and mapping/postgres (several replicas); mapping/storetest is the
-// contract suite both must pass.
+// contract suite both must pass. Feed is the in-process fan-out of both
+// stores' change feeds (Store.Subscribe).
 package mapping
 
 import (
@@ -78,10 +79,61 @@ type Store interface {
 	// tasks not purged yet aside, which it skips).
 	ListByPrincipal(ctx context.Context, principal string, now time.Time, after *Cursor, limit int) ([]*Task, *Cursor, error)
 
+	// List returns a page of the tasks of every principal that match f and
+	// that Get would return at now (terminal ones included, expired ones
+	// not), newest first, with the order, limit and cursor rules of
+	// ListByPrincipal. A filter with an unknown status returns an error and
+	// no tasks. Filtered by principal or correlation ID, a page costs the
+	// same however many tasks the store holds; otherwise it may read every
+	// unexpired task. For operators (jobbridge tasks list|cancel).
+	List(ctx context.Context, f Filter, now time.Time, after *Cursor, limit int) ([]*Task, *Cursor, error)
+
+	// FindByJob returns the tasks of any principal whose Backend and JobID
+	// are the given ones and that Get would return at now (terminal ones
+	// included, expired ones not), oldest first. Normally there is one; the
+	// bridge applies a pushed event to each. An empty jobID matches no
+	// task. It costs one indexed read however many tasks the store holds.
+	FindByJob(ctx context.Context, backend, jobID string, now time.Time) ([]*Task, error)
+
+	// ClaimDelivery records that the pushed event id from source (a backend
+	// name) is being applied at now and reports whether this is the first
+	// claim: false means that a claim of the same source and id made less
+	// than DeliveryRetention before now exists (a redelivery or a replay,
+	// maybe applied by another replica), and the caller drops the event.
+	// Concurrent claims, also by processes sharing the store, have exactly
+	// one first. A claim is durable when it returns, and counts for
+	// DeliveryRetention; PurgeExpired then forgets it. A failed claim
+	// (error) recorded nothing.
+	ClaimDelivery(ctx context.Context, source, id string, now time.Time) (first bool, err error)
+
+	// Subscribe calls fn after each Create and Update that became durable,
+	// made through this store or (for a store several processes share)
+	// through another one on the same database, with the key and the
+	// version written. A failed write (an error, ErrConflict included)
+	// calls nothing.
+	//
+	// fn is called from one goroutine per subscription, never while the
+	// store holds a lock that a Get needs, and must not block (it hands the
+	// change on); changes queue while it runs. For one key, the changes made
+	// through this store arrive in the order they committed, so their
+	// versions only grow; changes made elsewhere may arrive in any order
+	// relative to them, and may repeat: subscribers compare versions with
+	// what they have seen. A Change with Resync set (and a zero Key) means
+	// that changes may have been missed (the shared store's listener lost
+	// its connection, or fn fell far behind): the subscriber re-reads every
+	// task it cares about.
+	//
+	// unsubscribe stops further calls and returns once a call in progress
+	// has returned; it must not be called from fn. Calling it again does
+	// nothing. Close ends every subscription.
+	Subscribe(fn func(Change)) (unsubscribe func())
+
 	// PurgeExpired deletes tasks whose ExpiresAt is not after now and returns how
 	// many it deleted. The deleted tasks that were not terminal free their
 	// slots of the live-task limit (see Create). It also forgets the creation
-	// counts of rate windows that ended by now, which no Create reads again.
+	// counts of rate windows that ended by now, which no Create reads again,
+	// and the delivery claims older than DeliveryRetention, which no
+	// ClaimDelivery counts any more.
 	PurgeExpired(ctx context.Context, now time.Time) (int, error)
 
 	// Close releases the store's resources.
@@ -132,8 +184,44 @@ const RateWindow = time.Minute
 // RateWindowOf returns the start of the rate window that t falls in.
 func RateWindowOf(t time.Time) time.Time { return t.UTC().Truncate(RateWindow) }
 
-// MaxListLimit is the largest page ListByPrincipal returns.
+// MaxListLimit is the largest page ListByPrincipal and List return.
 const MaxListLimit = 1000
+
+// DeliveryRetention is how long ClaimDelivery remembers a claim: a
+// redelivery of the same event within it is recognised as one. It exceeds
+// how far back the backends redeliver (GitHub's manual redelivery reaches
+// about three days back).
+const DeliveryRetention = 72 * time.Hour
+
+// Filter selects tasks for List. Every condition that is set must hold.
+type Filter struct {
+	// Status lists the statuses to select, any of them; empty selects all.
+	Status []Status
+	// Tool selects the tasks of one tool; empty selects all.
+	Tool string
+	// Principal selects the tasks of one principal; empty selects all (so
+	// the tasks of the empty principal are selected only with the others).
+	Principal string
+	// CorrelationID selects the task with this correlation ID; empty
+	// selects all.
+	CorrelationID string
+}
+
+// Change is what Store.Subscribe reports: the task with Key was written
+// (created or updated) and now has Version; or, with Resync set, changes
+// may have been missed.
+type Change struct {
+	Key Key
+	// Version is the row's version after the write: the created version
+	// for a Create, the incremented one for an Update.
+	Version int64
+	// Resync means changes may have been missed; Key and Version are zero.
+	Resync bool
+}
+
+// CancelByOperator is Task.CancelBy for a cancel an operator recorded with
+// jobbridge tasks cancel.
+const CancelByOperator = "operator"
 
 // Key is the SHA-256 of a task ID: the only form in which a store can read it.
 type Key [sha256.Size]byte
@@ -143,6 +231,15 @@ func KeyOf(taskID string) Key { return sha256.Sum256([]byte(taskID)) }
 
 // Status is a task's MCP status.
 type Status string
+
+// Valid reports whether s is one of the five task states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
 
 // The five task states of the Tasks extension.
 const (
@@ -195,6 +292,10 @@ type Task struct {
 	Backend string
 	// JobRef is the adapter's opaque reference (JSON), nil until submitted.
 	JobRef json.RawMessage
+	// JobID is the backend's identifier of the job (the JobRef's "id"),
+	// written by the bridge with JobRef; empty until submitted. FindByJob
+	// looks tasks up by Backend and JobID.
+	JobID string
 	// CorrelationID is the bridge-generated ID sent to the backend. It is not
 	// the task ID.
 	CorrelationID string
@@ -216,8 +317,12 @@ type Task struct {
 	// PollInterval is the pollIntervalMs advertised to the client.
 	PollInterval time.Duration
 
-	// CancelRequestedAt is set when a client asked to cancel.
+	// CancelRequestedAt is set when a client (or an operator) asked to
+	// cancel.
 	CancelRequestedAt *time.Time
+	// CancelBy says who asked to cancel, written with CancelRequestedAt:
+	// empty for the task's own client, CancelByOperator for an operator.
+	CancelBy string
 	// CancelForwardedAt is set when a replica claimed forwarding the cancel
 	// downstream; the claim (an Update) makes the forward happen once.
 	CancelForwardedAt *time.Time
@@ -241,6 +346,9 @@ type Task struct {
 	ObservedAt  *time.Time
 	// MissingSince is when the backend first stopped reporting the job.
 	MissingSince *time.Time
+	// EventAt is when the last event the backend pushed about the job was
+	// applied; nil if none was.
+	EventAt *time.Time
 
 	// Outcome is the first terminal outcome (bridge-owned JSON: the inlined
 	// result or error), written together with a terminal Status.
@@ -266,6 +374,7 @@ func (t *Task) Clone() *Task {
 	c.SubmittedAt = cloneTime(t.SubmittedAt)
 	c.ObservedAt = cloneTime(t.ObservedAt)
 	c.MissingSince = cloneTime(t.MissingSince)
+	c.EventAt = cloneTime(t.EventAt)
 	return &c
 }
 

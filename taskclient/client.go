@@ -5,8 +5,10 @@
 // It exists because the go-sdk client cannot see task handles: it decodes a
 // CreateTaskResult into a CallToolResult and drops the taskId. taskclient keeps
 // every result kind distinct ([CallResult]) and adds the three task methods
-// ([Client.GetTask], [Client.UpdateTask], [Client.CancelTask]) and a polling
-// helper ([Wait]). It is used by the `jobbridge call` command and by Go tests
+// ([Client.GetTask], [Client.UpdateTask], [Client.CancelTask]), the push
+// stream of task notifications ([Client.Listen]), a polling helper ([Wait])
+// and [Follow], which follows a task on its stream and polls when the server
+// does not stream. It is used by the `jobbridge call` command and by Go tests
 // of the bridge; [Client.Raw] gives tests the exact bytes and headers.
 //
 // Every request is a POST carrying the MCP-Protocol-Version, Mcp-Method and
@@ -152,20 +154,46 @@ func (c *Client) meta() map[string]any {
 // A JSON-RPC error is returned as *RPCError. The *http.Response is returned
 // whenever one was received, including with an error.
 func (c *Client) Raw(ctx context.Context, method string, params any, header http.Header) (json.RawMessage, *http.Response, error) {
-	body, name, err := c.encodeRequest(method, params)
+	req, id, err := c.newRequest(ctx, method, params, header)
 	if err != nil {
 		return nil, nil, err
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sending %s request: %w", method, err)
+	}
+	defer resp.Body.Close()
+	result, err := readResponse(resp, id)
+	if err != nil {
+		return nil, resp, fmt.Errorf("%s: %w", method, err)
+	}
+	return result, resp, nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+// newRequest builds the HTTP request of one JSON-RPC request, as Raw
+// describes, and returns it with the request's id.
+func (c *Client) newRequest(ctx context.Context, method string, params any, header http.Header) (*http.Request, string, error) {
+	body, name, err := c.encodeRequest(method, params)
+	if err != nil {
+		return nil, "", err
 	}
 	id := c.lastID.Add(1)
 	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": body}
 	data, err := json.Marshal(msg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("encoding %s request: %w", method, err)
+		return nil, "", fmt.Errorf("encoding %s request: %w", method, err)
 	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(data))
 	if err != nil {
-		return nil, nil, fmt.Errorf("building %s request: %w", method, err)
+		return nil, "", fmt.Errorf("building %s request: %w", method, err)
 	}
 	for k, vs := range c.Header {
 		for _, v := range vs {
@@ -186,21 +214,7 @@ func (c *Client) Raw(ctx context.Context, method string, params any, header http
 		}
 		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
-
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sending %s request: %w", method, err)
-	}
-	defer resp.Body.Close()
-	result, err := readResponse(resp, strconv.FormatInt(id, 10))
-	if err != nil {
-		return nil, resp, fmt.Errorf("%s: %w", method, err)
-	}
-	return result, resp, nil
+	return req, strconv.FormatInt(id, 10), nil
 }
 
 // encodeRequest builds the params object with _meta merged in, and returns the

@@ -47,6 +47,15 @@
 // log stream, or cancelled when Batch marks the job cancelled or terminated
 // or the reason is the bridge's own.
 //
+// Events. With an `events:` block (see [EventsConfig]) the backend also
+// reads Batch's "Batch Job State Change" events, which an EventBridge rule
+// sends to the bridge's event endpoint through an API destination whose
+// connection authenticates with an API key: [Adapter.ReadEvents] checks the
+// key in constant time, refuses an envelope older than max_age, and
+// observes the event's detail (a JobDetail) with the same code as a
+// DescribeJobs answer, so that an event and a poll of the same job at the
+// same moment give the same observation.
+//
 // Credentials come only from the AWS SDK's default chain (optionally with a
 // shared-config profile and an assumed role), never from the catalog.
 package awsbatch
@@ -60,6 +69,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +136,9 @@ type Options struct {
 	// Now is the clock of cache freshness, backoff and Find's listing lag.
 	// Default time.Now.
 	Now func() time.Time
+	// Getenv resolves the ${NAME} of the events block's api_key. Default
+	// os.LookupEnv.
+	Getenv func(string) (string, bool)
 }
 
 // Adapter submits, observes and terminates AWS Batch jobs. It is safe for
@@ -143,6 +156,7 @@ type Adapter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	lag     time.Duration // listing_lag
+	events  *eventReader  // nil without an events block
 
 	mu      sync.Mutex
 	cancels map[string]time.Time // job ID -> when this adapter asked Batch to stop it
@@ -210,6 +224,17 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		}
 		a.tools[tn] = &cfg
 		a.tmpls[tn] = ts
+	}
+	if backend.Events != nil && backend.Events.Validate() == nil {
+		getenv := opts.Getenv
+		if getenv == nil {
+			getenv = os.LookupEnv
+		}
+		ev, err := newEventReader(backend.Events, getenv, a.log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		a.events = ev
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)

@@ -3,6 +3,7 @@ package awsbatch
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -64,6 +65,55 @@ type BackendConfig struct {
 	// nothing: the bridge searches again later, and concludes that no job
 	// was created only after it. Default 60s; 10s to 1h.
 	ListingLag time.Duration `yaml:"listing_lag"`
+	// Events, when set, has Batch's job state changes pushed to the
+	// bridge by an EventBridge API destination; see [EventsConfig].
+	Events *EventsConfig `yaml:"events"`
+}
+
+// EventsConfig is a backend's `events:` block: Batch's "Batch Job State
+// Change" events reach the bridge's event endpoint (POST
+// /events/BACKEND) through an EventBridge rule whose target is an API
+// destination, and the bridge applies them as observations, polling the
+// jobs that get them only every poll_interval.
+//
+//	events:
+//	  api_key_header: X-Jobbridge-Key
+//	  api_key: ${BATCH_EVENTS_KEY}
+//
+// An API destination signs nothing: it sends the credential of its
+// EventBridge connection, here an API key (a header name and a secret
+// value), which the adapter compares in constant time. A delivery without
+// it, or with another value, is refused as forged. No timestamp is signed
+// either, so the replay defence is the bridge's de-duplication of the
+// envelope's id, which a redelivery keeps; the adapter also refuses an
+// envelope whose time is more than max_age before it arrives (EventBridge
+// gives up on an event after at most 24 hours of retries), as replayed.
+type EventsConfig struct {
+	// APIKeyHeader is the name of the header the EventBridge connection's
+	// API key authorization sends ("API key name"), e.g. X-Jobbridge-Key.
+	// Required; not a header EventBridge sets itself (Content-Type,
+	// User-Agent, Range, ...).
+	APIKeyHeader string `yaml:"api_key_header"`
+	// APIKey is the key's value ("Value"), written as one ${NAME}
+	// (an environment variable, read at start) or ${file:/path} (a file,
+	// read at start and again whenever it changes, so that the key can be
+	// rotated without a restart) reference, never the key itself. Required:
+	// without it anyone could send the endpoint job events. At least 16
+	// characters; 32 random bytes, base64-encoded, is a good key.
+	APIKey string `yaml:"api_key"`
+	// MaxAge refuses an envelope whose time is longer than this before the
+	// delivery arrived, as a replay. Default 24h, EventBridge's longest
+	// retry window (a target's MaximumEventAgeInSeconds); 5m to 72h. Keep
+	// it within the bridge's de-duplication horizon.
+	MaxAge time.Duration `yaml:"max_age"`
+	// PollInterval is how often a job that has received an event is still
+	// polled while events flow: the safety net for a lost delivery.
+	// Default 10m; 30s to 24h.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// Quiet is how long the backend may send no event before the bridge
+	// considers its events stopped and polls at the tools' own refresh
+	// intervals again. Default 30m; 1m to 7 days.
+	Quiet time.Duration `yaml:"quiet"`
 }
 
 // JobConfig is a tool's `job:` block on an aws_batch backend: the SubmitJob
@@ -153,6 +203,9 @@ const (
 	defaultDescribeInterval = 2 * time.Second
 	defaultTimeout          = 10 * time.Second
 	defaultListingLag       = time.Minute
+	defaultEventsMaxAge     = 24 * time.Hour
+	defaultEventsPoll       = 10 * time.Minute
+	defaultEventsQuiet      = 30 * time.Minute
 
 	maxDescribeRate     = 100
 	maxSubmitRate       = 50 // Batch's fixed SubmitJob quota per account and region
@@ -161,6 +214,14 @@ const (
 	maxTimeout          = 5 * time.Minute
 	minListingLag       = 10 * time.Second
 	maxListingLag       = time.Hour
+	minEventsMaxAge     = 5 * time.Minute
+	maxEventsMaxAge     = 72 * time.Hour
+	minEventsPoll       = 30 * time.Second
+	maxEventsPoll       = 24 * time.Hour
+	minEventsQuiet      = time.Minute
+	maxEventsQuiet      = 7 * 24 * time.Hour
+	minAPIKeyLength     = 16
+	maxAPIKeyLength     = 512
 
 	maxJobName       = 128
 	maxArraySize     = 10_000
@@ -197,6 +258,22 @@ func (c *BackendConfig) SetDefaults() {
 	}
 	if c.ListingLag == 0 {
 		c.ListingLag = defaultListingLag
+	}
+	if c.Events != nil {
+		c.Events.SetDefaults()
+	}
+}
+
+// SetDefaults fills the fields of the events block the operator left out.
+func (c *EventsConfig) SetDefaults() {
+	if c.MaxAge == 0 {
+		c.MaxAge = defaultEventsMaxAge
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultEventsPoll
+	}
+	if c.Quiet == 0 {
+		c.Quiet = defaultEventsQuiet
 	}
 }
 
@@ -242,7 +319,78 @@ func (c *BackendConfig) Validate() error {
 			errs = append(errs, adapters.Fieldf("console_url", "%v", err))
 		}
 	}
+	if c.Events != nil {
+		errs = append(errs, c.Events.validate("events.")...)
+	}
 	return errors.Join(errs...)
+}
+
+// Validate reports every problem in the events block, joined, each as an
+// [adapters.FieldError] whose path is relative to the block. It checks the
+// form of api_key (one ${NAME} or ${file:/path} reference), not the key
+// itself, which [New] reads; its errors never quote a key. It may be called
+// before or after SetDefaults.
+func (c *EventsConfig) Validate() error { return errors.Join(c.validate("")...) }
+
+func (c *EventsConfig) validate(prefix string) []error {
+	var errs []error
+	field := func(path, format string, args ...any) {
+		errs = append(errs, adapters.Fieldf(prefix+path, format, args...))
+	}
+	switch h := c.APIKeyHeader; {
+	case h == "":
+		field("api_key_header", "required: the header name of the EventBridge connection's API key (e.g. X-Jobbridge-Key)")
+	case !isHeaderName(h):
+		field("api_key_header", "%q is not an HTTP header name", h)
+	case slices.Contains(eventBridgeHeaders, http.CanonicalHeaderKey(h)):
+		field("api_key_header", "%s is a header EventBridge sets itself; choose a name of your own such as X-Jobbridge-Key", http.CanonicalHeaderKey(h))
+	}
+	if c.APIKey == "" {
+		field("api_key", "required: a ${NAME} or ${file:/path} reference to the API key's value (without it anyone could send job events)")
+	} else if _, err := parseKeyRef(c.APIKey); err != nil {
+		field("api_key", "%v", err)
+	}
+	if c.MaxAge != 0 && (c.MaxAge < minEventsMaxAge || c.MaxAge > maxEventsMaxAge) {
+		field("max_age", "must be between %v and %v (default %v, EventBridge's longest retry window)", minEventsMaxAge, maxEventsMaxAge, defaultEventsMaxAge)
+	}
+	if c.PollInterval != 0 && (c.PollInterval < minEventsPoll || c.PollInterval > maxEventsPoll) {
+		field("poll_interval", "must be between %v and %v (default %v)", minEventsPoll, maxEventsPoll, defaultEventsPoll)
+	}
+	if c.Quiet != 0 && (c.Quiet < minEventsQuiet || c.Quiet > maxEventsQuiet) {
+		field("quiet", "must be between %v and %v (default %v)", minEventsQuiet, maxEventsQuiet, defaultEventsQuiet)
+	}
+	return errs
+}
+
+// eventBridgeHeaders are the headers an API destination sets on every
+// request itself, besides its connection's credential.
+var eventBridgeHeaders = []string{"Accept-Encoding", "Connection", "Content-Length", "Content-Type", "Host", "Range", "Transfer-Encoding", "User-Agent"}
+
+// isHeaderName reports whether s is an HTTP field name (an RFC 9110 token).
+func isHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseKeyRef parses api_key: exactly one ${NAME} or ${file:/path}
+// reference. Its errors never quote the value, which may be a key written
+// in by mistake.
+func parseKeyRef(s string) (expr.SecretRef, error) {
+	t, err := expr.ParseTemplate(strings.TrimSpace(s), expr.Scope{Secrets: true})
+	if err == nil {
+		if segs := t.Segments(); len(segs) == 1 && segs[0].Secret != nil {
+			return *segs[0].Secret, nil
+		}
+	}
+	return expr.SecretRef{}, errors.New("must be a single ${NAME} (an environment variable) or ${file:/absolute/path} reference, not the key itself")
 }
 
 func checkEndpoint(raw string) error {

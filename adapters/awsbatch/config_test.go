@@ -101,6 +101,66 @@ func TestBackendSetDefaults(t *testing.T) {
 	}
 }
 
+func TestEventsValidate(t *testing.T) {
+	valid := func() *EventsConfig {
+		return &EventsConfig{APIKeyHeader: "X-Jobbridge-Key", APIKey: "${BATCH_EVENTS_KEY}"}
+	}
+	with := func(f func(*EventsConfig)) *EventsConfig {
+		c := valid()
+		f(c)
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  *EventsConfig
+		want []string
+	}{
+		{"minimal", valid(), nil},
+		{"everything", with(func(c *EventsConfig) {
+			c.APIKey, c.MaxAge, c.PollInterval, c.Quiet = "${file:/run/secrets/batch-events-key}", time.Hour, 5*time.Minute, time.Hour
+		}), nil},
+		{"a lower-case header name", with(func(c *EventsConfig) { c.APIKeyHeader = "x-jobbridge-key" }), nil},
+		{"Authorization", with(func(c *EventsConfig) { c.APIKeyHeader = "Authorization" }), nil},
+		{"empty", &EventsConfig{}, []string{
+			"events.api_key: required: a ${NAME} or ${file:/path} reference",
+			"events.api_key_header: required"}},
+		{"a header name with a space", with(func(c *EventsConfig) { c.APIKeyHeader = "X Key" }), []string{`events.api_key_header: "X Key" is not an HTTP header name`}},
+		{"a header EventBridge sets", with(func(c *EventsConfig) { c.APIKeyHeader = "user-agent" }), []string{"events.api_key_header: User-Agent is a header EventBridge sets itself"}},
+		{"the key itself", with(func(c *EventsConfig) { c.APIKey = "s3cr3t-s3cr3t-s3cr3t" }), []string{"events.api_key: must be a single ${NAME}"}},
+		{"a key with a reference inside", with(func(c *EventsConfig) { c.APIKey = "s3cr3t-${BATCH_EVENTS_KEY}" }), []string{"events.api_key: must be a single ${NAME}"}},
+		{"a relative key file", with(func(c *EventsConfig) { c.APIKey = "${file:key.txt}" }), []string{"events.api_key: must be a single ${NAME}"}},
+		{"durations out of range", with(func(c *EventsConfig) {
+			c.MaxAge, c.PollInterval, c.Quiet = time.Minute, time.Second, 30*24*time.Hour
+		}), []string{
+			"events.max_age: must be between 5m0s and 72h0m0s",
+			"events.poll_interval: must be between 30s and 24h0m0s",
+			"events.quiet: must be between 1m0s and 168h0m0s"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := BackendConfig{Region: "eu-west-1", Events: tc.cfg}
+			checkErrors(t, b.Validate, tc.want)
+			for _, e := range fieldErrors(t, tc.cfg.Validate()) {
+				if strings.HasPrefix(e, "events.") {
+					t.Errorf("EventsConfig.Validate error %q: want a path relative to the block", e)
+				}
+				if strings.Contains(e, "s3cr3t") {
+					t.Errorf("error %q quotes the key", e)
+				}
+			}
+		})
+	}
+}
+
+func TestEventsSetDefaults(t *testing.T) {
+	c := BackendConfig{Region: "eu-west-1", Events: &EventsConfig{APIKeyHeader: "X-K", APIKey: "${K}", Quiet: time.Hour}}
+	c.SetDefaults()
+	want := EventsConfig{APIKeyHeader: "X-K", APIKey: "${K}", MaxAge: 24 * time.Hour, PollInterval: 10 * time.Minute, Quiet: time.Hour}
+	if diff := cmp.Diff(want, *c.Events); diff != "" {
+		t.Errorf("SetDefaults (-want +got):\n%s", diff)
+	}
+}
+
 func TestJobValidate(t *testing.T) {
 	base := func() JobConfig { return JobConfig{JobQueue: "default", JobDefinition: "etl"} }
 	with := func(f func(*JobConfig)) JobConfig {

@@ -22,6 +22,8 @@ import (
 //	    type: github_actions
 //	    token: ${GITHUB_TOKEN}
 //	    requests_per_hour: 4000
+//	    events:                      # optional: GitHub's webhooks push run changes
+//	      secret: ${GITHUB_WEBHOOK_SECRET}
 type BackendConfig struct {
 	// APIURL is the REST API base. Empty: GitHub.com's public API. For
 	// GitHub Enterprise Server it is https://HOST/api/v3.
@@ -52,6 +54,36 @@ type BackendConfig struct {
 	// nothing: the bridge searches again later instead of concluding that
 	// no run was created. Default 60s; at most 24h.
 	ListingLag time.Duration `yaml:"listing_lag"`
+	// Events, when set, has the bridge receive GitHub's workflow_run and
+	// workflow_job webhook deliveries for this backend (see
+	// [Adapter.ReadEvents]).
+	Events *EventsConfig `yaml:"events"`
+}
+
+// EventsConfig is the backend's `events:` block: GitHub sends workflow_run
+// and workflow_job webhooks (a repository or organization webhook, or a
+// GitHub App's) to the bridge's endpoint for the backend, signed with a
+// shared secret, and the bridge polls the runs that receive them only
+// every poll_interval, as a safety net for a lost delivery.
+//
+//	events:
+//	  secret: ${GITHUB_WEBHOOK_SECRET}   # or ${file:/run/secrets/github-webhook}
+//	  poll_interval: 10m
+//	  quiet: 30m
+type EventsConfig struct {
+	// Secret is the webhook's secret, as a ${NAME} reference to an
+	// environment variable or a ${file:/absolute/path} reference to a file
+	// (one line; its trailing newline is not part of it), read once when
+	// the server starts. Required: without it anyone could forge events.
+	// It is never logged or echoed in errors.
+	Secret string `yaml:"secret"`
+	// PollInterval is how often a run that has received an event is still
+	// polled while events flow. Default 10m; at most 24h.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// Quiet is how long the backend may send no event at all before the
+	// bridge polls every run at its tool's refresh interval again.
+	// Default 30m.
+	Quiet time.Duration `yaml:"quiet"`
 }
 
 // AppConfig is GitHub App authentication: a JWT signed with the app's
@@ -122,6 +154,8 @@ const (
 	DefaultForceCancelAfter = 2 * time.Minute
 	DefaultLogTailLines     = 200
 	DefaultListingLag       = 60 * time.Second
+	DefaultEventsInterval   = 10 * time.Minute
+	DefaultEventsQuiet      = 30 * time.Minute
 )
 
 // Limits checked by Validate.
@@ -130,6 +164,7 @@ const (
 	maxLogTailLines    = 5000
 	maxRequestsPerHour = 1_000_000
 	maxListingLag      = 24 * time.Hour
+	maxEventsInterval  = 24 * time.Hour
 )
 
 // apiVersions are the REST API versions go-github v93 supports.
@@ -152,6 +187,14 @@ func (c *BackendConfig) SetDefaults() {
 	}
 	if c.ListingLag == 0 {
 		c.ListingLag = DefaultListingLag
+	}
+	if e := c.Events; e != nil {
+		if e.PollInterval == 0 {
+			e.PollInterval = DefaultEventsInterval
+		}
+		if e.Quiet == 0 {
+			e.Quiet = DefaultEventsQuiet
+		}
 	}
 }
 
@@ -198,7 +241,40 @@ func (c *BackendConfig) Validate() error {
 	if c.ListingLag < 0 || c.ListingLag > maxListingLag {
 		errs = append(errs, adapters.Fieldf("listing_lag", "must not be negative, and at most %v", maxListingLag))
 	}
+	if e := c.Events; e != nil {
+		if e.Secret == "" {
+			errs = append(errs, adapters.Fieldf("events.secret", "required: a ${NAME} or ${file:/path} reference to the webhook's secret (without it anyone could forge events)"))
+		} else if _, err := secretRef(e.Secret); err != nil {
+			errs = append(errs, adapters.Fieldf("events.secret", "%v", err))
+		}
+		if e.PollInterval < 0 || e.PollInterval > maxEventsInterval {
+			errs = append(errs, adapters.Fieldf("events.poll_interval", "must not be negative, and at most %v", maxEventsInterval))
+		}
+		if e.Quiet < 0 {
+			errs = append(errs, adapters.Fieldf("events.quiet", "must not be negative"))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// secretRef reads a secret reference: exactly one ${NAME} or
+// ${file:/absolute/path}. Its errors never quote s, which may be the
+// secret itself written in by mistake.
+func secretRef(s string) (expr.SecretRef, error) {
+	const want = "must be a single ${NAME} or ${file:/absolute/path} reference, not the secret itself"
+	s = strings.TrimSpace(s)
+	if path, ok := strings.CutPrefix(s, "${file:"); ok && strings.HasSuffix(path, "}") && !strings.HasPrefix(path, "/") {
+		return expr.SecretRef{}, errors.New("a ${file:PATH} reference needs an absolute path")
+	}
+	t, err := expr.ParseTemplate(s, expr.Scope{Secrets: true})
+	if err != nil {
+		return expr.SecretRef{}, errors.New(want)
+	}
+	segs := t.Segments()
+	if len(segs) != 1 || segs[0].Secret == nil {
+		return expr.SecretRef{}, errors.New(want)
+	}
+	return *segs[0].Secret, nil
 }
 
 // SetDefaults fills the fields the operator left out.

@@ -63,6 +63,18 @@ func TestBackendConfigValidate(t *testing.T) {
 			"timeout: must not be negative"}},
 		{name: "url with credentials", cfg: BackendConfig{APIURL: "https://user:pw@ghe.internal/api/v3", Token: "${T}"}, want: []string{"api_url: must not carry credentials; use token or app"}},
 		{name: "url with query", cfg: BackendConfig{APIURL: "https://ghe.internal/api/v3?x=1", Token: "${T}"}, want: []string{"api_url: must not have a query or fragment"}},
+		{name: "events", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "${GITHUB_WEBHOOK_SECRET}", PollInterval: 5 * time.Minute, Quiet: time.Hour}}},
+		{name: "events secret in a file", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "${file:/run/secrets/github-webhook}"}}},
+		{name: "events without a secret", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{}}, want: []string{
+			"events.secret: required: a ${NAME} or ${file:/path} reference to the webhook's secret (without it anyone could forge events)"}},
+		{name: "events with the secret written in", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "hunter2-webhook"}}, want: []string{
+			"events.secret: must be a single ${NAME} or ${file:/absolute/path} reference, not the secret itself"}},
+		{name: "events secret with text around", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "x${S}"}}, want: []string{
+			"events.secret: must be a single ${NAME} or ${file:/absolute/path} reference, not the secret itself"}},
+		{name: "events secret in a relative file", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "${file:secrets/hook}"}}, want: []string{
+			"events.secret: a ${file:PATH} reference needs an absolute path"}},
+		{name: "events bad durations", cfg: BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "${S}", PollInterval: 25 * time.Hour, Quiet: -time.Second}}, want: []string{
+			"events.poll_interval: must not be negative, and at most 24h0m0s", "events.quiet: must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +91,22 @@ func TestBackendConfigDefaults(t *testing.T) {
 	want := BackendConfig{RequestsPerHour: 5000, DispatchRunDetails: new(true), APIVersion: "2022-11-28", Timeout: 10 * time.Second, ListingLag: time.Minute}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("SetDefaults (-want +got):\n%s", diff)
+	}
+}
+
+// TestEventsConfigDefaults: an events: block polls its runs every 10m
+// and falls back to the tools' intervals after 30m without an event; no
+// block stays none.
+func TestEventsConfigDefaults(t *testing.T) {
+	c := BackendConfig{Token: "${T}", Events: &EventsConfig{Secret: "${S}"}}
+	c.SetDefaults()
+	if diff := cmp.Diff(&EventsConfig{Secret: "${S}", PollInterval: 10 * time.Minute, Quiet: 30 * time.Minute}, c.Events); diff != "" {
+		t.Errorf("SetDefaults (-want +got):\n%s", diff)
+	}
+	var none BackendConfig
+	none.SetDefaults()
+	if none.Events != nil {
+		t.Errorf("SetDefaults made an events: block: %+v", none.Events)
 	}
 }
 

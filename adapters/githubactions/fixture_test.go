@@ -19,6 +19,10 @@ import (
 // testToken is the secret the tests hand the adapter.
 const testToken = "ghp_T0pSecretT0kenValue42"
 
+// testWebhookSecret is the webhook secret of the tests' events: blocks
+// (environment variable TEST_WEBHOOK_SECRET).
+const testWebhookSecret = "whsec-Sh4redW1thGitHub"
+
 // t0 is when every fake clock starts.
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
@@ -179,7 +183,8 @@ func (f *fixture) newAdapter(edit func(*BackendConfig, map[string]JobConfig)) (*
 	opts := &Options{
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("backend", "github"),
 		Getenv: func(name string) (string, bool) {
-			return map[string]string{"TEST_GITHUB_TOKEN": testToken}[name], name == "TEST_GITHUB_TOKEN"
+			v, ok := map[string]string{"TEST_GITHUB_TOKEN": testToken, "TEST_WEBHOOK_SECRET": testWebhookSecret}[name]
+			return v, ok
 		},
 		SearchWait:     2 * time.Second,
 		SearchInterval: 20 * time.Millisecond,

@@ -65,9 +65,23 @@
 // renewed on demand (concurrent requests share one exchange). A rotated
 // token starts the ETag cache afresh, as its entries are per credential.
 //
-// Credentials are secrets: the token, the installation tokens and the app
-// JWTs are never logged and are redacted from every error and observation;
-// errors about the key file name the file, never its contents.
+// With an events: block the backend also takes GitHub's webhooks
+// ([Adapter.ReadEvents]): a repository or organization webhook (or a GitHub
+// App's) with content type application/json, the block's secret, and the
+// events "Workflow runs" and "Workflow jobs" sends each run's and job's
+// changes to the bridge, which then polls those runs only every
+// poll_interval. Deliveries are authenticated by X-Hub-Signature-256 alone
+// (HMAC-SHA256 of the raw body; the SHA-1 X-Hub-Signature is never enough);
+// X-GitHub-Delivery identifies each for de-duplication, as GitHub signs no
+// timestamp. A workflow_run event reads like a poll of the run, except that
+// a completed run's result, from the event alone, does not list its jobs,
+// artifacts and log tails; a workflow_job event keeps its run working and
+// says what the job does.
+//
+// Credentials are secrets: the token, the installation tokens, the app
+// JWTs and the webhook secret are never logged and are redacted from every
+// error and observation; errors about the key file name the file, never its
+// contents.
 package githubactions
 
 import (
@@ -166,9 +180,14 @@ type Adapter struct {
 
 	polls singleflight.Group
 
+	// events is the backend's events: block; nil without one.
+	events *eventsSetup
+
 	mu      sync.Mutex
 	memo    *lru[memoEntry]
 	cancels *lru[*cancelRecord]
+	// attempts is the latest run_attempt seen of each run, by run ID.
+	attempts *lru[int64]
 }
 
 // tool is a compiled JobConfig.
@@ -193,7 +212,12 @@ type refData struct {
 	RunID int64  `json:"run_id"`
 }
 
-func (d refData) key() string { return d.Owner + "/" + d.Repo + "/" + strconv.FormatInt(d.RunID, 10) }
+// key names the run in the adapter's memory. Owner and repository names
+// are case-insensitive on GitHub, and a webhook may spell them otherwise
+// than the catalog does.
+func (d refData) key() string {
+	return strings.ToLower(d.Owner+"/"+d.Repo) + "/" + strconv.FormatInt(d.RunID, 10)
+}
 
 // memoEntry is the last observation of a run, valid while its ETag holds.
 type memoEntry struct {
@@ -227,13 +251,14 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		errs = append(errs, err)
 	}
 	a := &Adapter{
-		name:    name,
-		tools:   map[string]*tool{},
-		now:     opts.Now,
-		log:     opts.Logger,
-		red:     &redactor{},
-		memo:    newLRU[memoEntry](memoEntries),
-		cancels: newLRU[*cancelRecord](cancelEntries),
+		name:     name,
+		tools:    map[string]*tool{},
+		now:      opts.Now,
+		log:      opts.Logger,
+		red:      &redactor{},
+		memo:     newLRU[memoEntry](memoEntries),
+		cancels:  newLRU[*cancelRecord](cancelEntries),
+		attempts: newLRU[int64](attemptEntries),
 	}
 	if a.now == nil {
 		a.now = time.Now
@@ -270,6 +295,17 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		default:
 			token = v
 			a.red.add(v)
+		}
+	}
+	if e := backend.Events; e != nil {
+		if ref, err := secretRef(e.Secret); err == nil { // else Validate said why
+			v, err := readSecret(ref, getenv)
+			if err != nil {
+				errs = append(errs, adapters.Fieldf("events.secret", "%v", err))
+			} else {
+				a.red.add(v)
+				a.events = &eventsSetup{secret: []byte(v), polling: eventsPolling(e)}
+			}
 		}
 	}
 	for _, tn := range sortedKeys(tools) {
@@ -726,6 +762,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Obs
 	key := d.key()
 	etag := resp.Header.Get("ETag")
 	cancel := a.cancelRecord(key)
+	a.latestAttempt(d.RunID, int64(run.GetRunAttempt()))
 
 	var obs adapters.Observation
 	m, ok := a.memoGet(key)
@@ -747,22 +784,30 @@ func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Obs
 		}
 	}
 
-	if cancel != nil {
-		if run.GetStatus() == "completed" {
-			if obs.State == adapters.StateToolError && run.GetConclusion() == "failure" {
-				// Runs cancelled while running have been seen to conclude
-				// "failure": after our cancel, that is a cancellation.
-				obs.State = adapters.StateCancelled
-				obs.Message = "cancelled (the run concluded failure after the cancel)"
-			}
-		} else if !cancel.forced && a.now().Sub(cancel.at) >= t.cfg.ForceCancelAfter {
-			_ = a.forceCancel(ctx, d) // logged; retried by the next poll
-			obs.Message += fmt.Sprintf(" (still running %v after the cancel; force-cancel sent)", t.cfg.ForceCancelAfter)
-		} else {
-			obs.Message += " (cancel requested)"
-		}
+	if cancel != nil && run.GetStatus() != "completed" && !cancel.forced && a.now().Sub(cancel.at) >= t.cfg.ForceCancelAfter {
+		_ = a.forceCancel(ctx, d) // logged; retried by the next poll
+		obs.Message += fmt.Sprintf(" (still running %v after the cancel; force-cancel sent)", t.cfg.ForceCancelAfter)
+		return obs, nil
 	}
-	return obs, nil
+	return afterCancel(obs, run.GetStatus() == "completed", run.GetConclusion(), cancel), nil
+}
+
+// afterCancel is how a cancel that GitHub accepted (cancel, nil when none)
+// changes the observation of the run: a run that then concludes "failure"
+// is reported cancelled, and a run still going says that the cancel is
+// requested.
+func afterCancel(obs adapters.Observation, completed bool, conclusion string, cancel *cancelRecord) adapters.Observation {
+	switch {
+	case cancel == nil:
+	case completed && obs.State == adapters.StateToolError && conclusion == "failure":
+		// Runs cancelled while running have been seen to conclude
+		// "failure": after our cancel, that is a cancellation.
+		obs.State = adapters.StateCancelled
+		obs.Message = "cancelled (the run concluded failure after the cancel)"
+	case !completed:
+		obs.Message += " (cancel requested)"
+	}
+	return obs
 }
 
 // Cancel asks GitHub to cancel the run. A 202 is success, and so is a 404
@@ -992,9 +1037,10 @@ func (a *Adapter) errText(err error) string {
 }
 
 var (
-	_ adapters.Adapter   = (*Adapter)(nil)
-	_ adapters.Responder = (*Adapter)(nil)
-	_ adapters.Finder    = (*Adapter)(nil)
+	_ adapters.Adapter     = (*Adapter)(nil)
+	_ adapters.Responder   = (*Adapter)(nil)
+	_ adapters.Finder      = (*Adapter)(nil)
+	_ adapters.EventSource = (*Adapter)(nil)
 )
 
 // lru is a small least-recently-used map. It is not safe for concurrent use.

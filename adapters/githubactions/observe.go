@@ -40,6 +40,91 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{` +
 // build turns a changed run into an observation, asking for the jobs,
 // pending deployments, artifacts and logs it needs.
 func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.WorkflowRun) (adapters.Observation, error) {
+	f, err := a.facts(ctx, t, d, run)
+	if err != nil {
+		return adapters.Observation{}, err
+	}
+	return a.runObservation(t, d, run, f), nil
+}
+
+// runFacts is what an observation of a run reads besides the run itself.
+// The zero value is a run known from a webhook alone, which carries
+// nothing else.
+type runFacts struct {
+	// read is whether the facts below were asked for; the rest is
+	// meaningful only then.
+	read bool
+	// jobs of the latest attempt: read for a run in progress or completed.
+	jobs []*github.WorkflowJob
+	// pending deployments: read for a waiting run.
+	pending []*github.PendingDeployment
+	// artifacts and the log tails of failed jobs: read for a completed run.
+	artifacts []*github.Artifact
+	tails     []logTail
+	// moreFailed counts the failed jobs beyond maxFailedLogs whose logs
+	// were left out.
+	moreFailed int
+}
+
+// logTail is the end of one failed job's log, or why it is not available.
+type logTail struct {
+	job, text, err string
+}
+
+// facts asks GitHub for what the observation of a run in its status needs.
+func (a *Adapter) facts(ctx context.Context, t *tool, d refData, run *github.WorkflowRun) (runFacts, error) {
+	f := runFacts{read: true}
+	var err error
+	switch run.GetStatus() {
+	case "completed":
+		if f.jobs, err = a.jobs(ctx, d); err != nil {
+			return f, err
+		}
+		if f.artifacts, err = a.artifacts(ctx, d); err != nil {
+			return f, err
+		}
+		if st, _ := conclusionState(run.GetConclusion()); st != adapters.StateToolError || *t.cfg.LogTailLines <= 0 {
+			break
+		}
+		for i, j := range failedJobs(f.jobs) {
+			if i == maxFailedLogs {
+				f.moreFailed = len(failedJobs(f.jobs)) - maxFailedLogs
+				break
+			}
+			lt := logTail{job: j.GetName()}
+			if lt.text, err = a.logTail(ctx, d, j.GetID(), *t.cfg.LogTailLines); err != nil {
+				lt.err = a.errText(err)
+			}
+			f.tails = append(f.tails, lt)
+		}
+	case "waiting":
+		if f.pending, _, err = a.gh.Actions.GetPendingDeployments(ctx, d.Owner, d.Repo, d.RunID); err != nil {
+			return f, a.apiError(err)
+		}
+	case "in_progress":
+		if f.jobs, err = a.jobs(ctx, d); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// failedJobs are the jobs whose log tails a failed run's result carries.
+func failedJobs(jobs []*github.WorkflowJob) []*github.WorkflowJob {
+	var failed []*github.WorkflowJob
+	for _, j := range jobs {
+		switch j.GetConclusion() {
+		case "failure", "timed_out", "startup_failure":
+			failed = append(failed, j)
+		}
+	}
+	return failed
+}
+
+// runObservation maps a run, and what else was read about it, onto an
+// observation. It asks GitHub nothing: a poll and a webhook's workflow_run
+// event both go through it, so that a run reads the same either way.
+func (a *Adapter) runObservation(t *tool, d refData, run *github.WorkflowRun, f runFacts) adapters.Observation {
 	status := run.GetStatus()
 	o := adapters.Observation{}
 	if u := run.GetHTMLURL(); u != "" {
@@ -47,9 +132,9 @@ func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.Wor
 	}
 	switch status {
 	case "completed":
-		return a.completed(ctx, t, d, run, o)
+		return a.completed(t, d, run, f, o)
 	case "waiting":
-		return a.waiting(ctx, t, d, run, o)
+		return a.waiting(t, run, f, o)
 	case "requested", "queued":
 		o.State = adapters.StateWorking
 		o.Message = status + ": waiting for a runner"
@@ -59,12 +144,8 @@ func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.Wor
 	case "in_progress":
 		o.State = adapters.StateWorking
 		o.Message = "in_progress"
-		jobs, err := a.jobs(ctx, d)
-		if err != nil {
-			return o, err
-		}
 		done, current := 0, ""
-		for _, j := range jobs {
+		for _, j := range f.jobs {
 			switch {
 			case j.GetStatus() == "completed":
 				done++
@@ -75,9 +156,9 @@ func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.Wor
 		if current != "" {
 			o.Message += ": job " + a.red.clean(current, 200)
 		}
-		if len(jobs) > 0 {
-			o.Message += fmt.Sprintf(" (%d of %d jobs done)", done, len(jobs))
-			o.Progress = &adapters.Progress{Done: float64(done), Total: float64(len(jobs))}
+		if len(f.jobs) > 0 {
+			o.Message += fmt.Sprintf(" (%d of %d jobs done)", done, len(f.jobs))
+			o.Progress = &adapters.Progress{Done: float64(done), Total: float64(len(f.jobs))}
 		}
 	default:
 		a.log.Warn("unknown workflow run status; keeping the task working", "run", d.RunID, "status", a.red.clean(status, 50))
@@ -85,19 +166,16 @@ func (a *Adapter) build(ctx context.Context, t *tool, d refData, run *github.Wor
 		o.Message = fmt.Sprintf("status %q", status)
 	}
 	o.Message = a.red.clean(o.Message, maxMessage)
-	return o, nil
+	return o
 }
 
 // waiting observes a run held by an environment protection rule.
-func (a *Adapter) waiting(ctx context.Context, t *tool, d refData, run *github.WorkflowRun, o adapters.Observation) (adapters.Observation, error) {
-	pending, _, err := a.gh.Actions.GetPendingDeployments(ctx, d.Owner, d.Repo, d.RunID)
-	if err != nil {
-		return o, a.apiError(err)
-	}
+func (a *Adapter) waiting(t *tool, run *github.WorkflowRun, f runFacts, o adapters.Observation) adapters.Observation {
+	pending := f.pending
 	o.State = adapters.StateWorking
 	if len(pending) == 0 {
 		o.Message = "waiting: for a deployment protection rule"
-		return o, nil
+		return o
 	}
 	var envs, who []string
 	var approvable []int64
@@ -116,13 +194,9 @@ func (a *Adapter) waiting(ctx context.Context, t *tool, d refData, run *github.W
 			who = append(who, fmt.Sprintf("a wait timer of %d min", p.GetWaitTimer()))
 		}
 	}
-	o.Message = fmt.Sprintf("waiting: deployment to %s awaits approval", strings.Join(envs, ", "))
-	if len(who) > 0 {
-		o.Message += " by " + strings.Join(dedupe(who), ", ")
-	}
-	o.Message = a.red.clean(o.Message, maxMessage)
+	o.Message = a.red.clean(waitingMessage(envs, who), maxMessage)
 	if !t.cfg.Approvals || len(approvable) == 0 {
-		return o, nil
+		return o
 	}
 	ids := make([]string, len(approvable))
 	for i, id := range approvable {
@@ -135,7 +209,18 @@ func (a *Adapter) waiting(ctx context.Context, t *tool, d refData, run *github.W
 	}
 	o.State = adapters.StateInputRequired
 	o.InputRequests = map[string]adapters.InputRequest{key: {Message: a.red.clean(msg, maxMessage), Schema: approvalSchema}}
-	return o, nil
+	return o
+}
+
+// waitingMessage is the status of a run whose deployment to the
+// environments awaits approval by who (reviewers, wait timers; may be
+// empty).
+func waitingMessage(envs, who []string) string {
+	msg := fmt.Sprintf("waiting: deployment to %s awaits approval", strings.Join(dedupe(envs), ", "))
+	if len(who) > 0 {
+		msg += " by " + strings.Join(dedupe(who), ", ")
+	}
+	return msg
 }
 
 func reviewerName(r *github.RequiredReviewer) string {
@@ -161,17 +246,8 @@ func dedupe(s []string) []string {
 }
 
 // completed observes a finished run and builds its result.
-func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github.WorkflowRun, o adapters.Observation) (adapters.Observation, error) {
+func (a *Adapter) completed(t *tool, d refData, run *github.WorkflowRun, f runFacts, o adapters.Observation) adapters.Observation {
 	conclusion := run.GetConclusion()
-	jobs, err := a.jobs(ctx, d)
-	if err != nil {
-		return o, err
-	}
-	arts, err := a.artifacts(ctx, d)
-	if err != nil {
-		return o, err
-	}
-
 	var b strings.Builder
 	fmt.Fprintf(&b, "Workflow run %d (%s #%d, attempt %d) of %s/%s concluded %s.\n",
 		run.GetID(), run.GetName(), run.GetRunNumber(), max(run.GetRunAttempt(), 1), d.Owner, d.Repo, orNone(conclusion))
@@ -187,63 +263,56 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 		"conclusion":  conclusion,
 		"html_url":    run.GetHTMLURL(),
 	}
-	jobList := []any{}
-	var failed []*github.WorkflowJob
-	if len(jobs) > 0 {
-		b.WriteString("Jobs:\n")
-	}
-	for _, j := range jobs {
-		fmt.Fprintf(&b, "- %s: %s\n", j.GetName(), orNone(j.GetConclusion()))
-		jobList = append(jobList, map[string]any{"name": j.GetName(), "conclusion": j.GetConclusion(), "html_url": j.GetHTMLURL()})
-		switch j.GetConclusion() {
-		case "failure", "timed_out", "startup_failure":
-			failed = append(failed, j)
+	if f.read {
+		jobList := []any{}
+		if len(f.jobs) > 0 {
+			b.WriteString("Jobs:\n")
 		}
-	}
-	structured["jobs"] = jobList
-	artList := []any{}
-	if len(arts) > 0 {
-		b.WriteString("Artifacts:\n")
-		for _, art := range arts {
-			fmt.Fprintf(&b, "- %s (%s)", art.GetName(), humanSize(art.GetSizeInBytes()))
-			if art.GetExpired() {
-				b.WriteString(", expired")
+		for _, j := range f.jobs {
+			fmt.Fprintf(&b, "- %s: %s\n", j.GetName(), orNone(j.GetConclusion()))
+			jobList = append(jobList, map[string]any{"name": j.GetName(), "conclusion": j.GetConclusion(), "html_url": j.GetHTMLURL()})
+		}
+		structured["jobs"] = jobList
+		artList := []any{}
+		if len(f.artifacts) > 0 {
+			b.WriteString("Artifacts:\n")
+			for _, art := range f.artifacts {
+				fmt.Fprintf(&b, "- %s (%s)", art.GetName(), humanSize(art.GetSizeInBytes()))
+				if art.GetExpired() {
+					b.WriteString(", expired")
+				}
+				b.WriteString("\n")
+				artList = append(artList, map[string]any{"name": art.GetName(), "size_in_bytes": art.GetSizeInBytes(), "expired": art.GetExpired()})
 			}
-			b.WriteString("\n")
-			artList = append(artList, map[string]any{"name": art.GetName(), "size_in_bytes": art.GetSizeInBytes(), "expired": art.GetExpired()})
 		}
+		structured["artifacts"] = artList
+	} else {
+		// A workflow_run webhook carries the run alone; "jobs" and
+		// "artifacts" are left out rather than reported empty.
+		b.WriteString("The run's end came with GitHub's workflow_run webhook, which does not carry its jobs, artifacts or logs: they are on the run's page.\n")
 	}
-	structured["artifacts"] = artList
 
-	switch conclusion {
-	case "success":
-		o.State = adapters.StateSucceeded
-	case "neutral", "skipped":
-		o.State = adapters.StateSucceeded
-		fmt.Fprintf(&b, "The run finished without failures (%s).\n", conclusion)
-	case "cancelled":
-		o.State = adapters.StateCancelled
-	case "failure", "timed_out", "startup_failure", "stale":
-		o.State = adapters.StateToolError
-	case "action_required":
-		o.State = adapters.StateToolError
-		fmt.Fprintf(&b, "The run needs a maintainer's action on GitHub, which the bridge cannot take: %s\n", run.GetHTMLURL())
-	default:
+	state, known := conclusionState(conclusion)
+	if !known {
 		a.log.Warn("unknown workflow run conclusion; reporting a tool error", "run", d.RunID, "conclusion", a.red.clean(conclusion, 50))
-		o.State = adapters.StateToolError
 	}
-	if o.State == adapters.StateToolError && *t.cfg.LogTailLines > 0 {
-		for i, j := range failed {
-			if i == maxFailedLogs {
-				fmt.Fprintf(&b, "(logs of %d more failed jobs left out)\n", len(failed)-maxFailedLogs)
-				break
-			}
-			tail, err := a.logTail(ctx, d, j.GetID(), *t.cfg.LogTailLines)
-			if err != nil {
-				fmt.Fprintf(&b, "\nThe log of job %s is not available: %s\n", j.GetName(), a.errText(err))
+	o.State = state
+	switch conclusion {
+	case "neutral", "skipped":
+		fmt.Fprintf(&b, "The run finished without failures (%s).\n", conclusion)
+	case "action_required":
+		fmt.Fprintf(&b, "The run needs a maintainer's action on GitHub, which the bridge cannot take: %s\n", run.GetHTMLURL())
+	}
+	if o.State == adapters.StateToolError {
+		for _, lt := range f.tails {
+			if lt.err != "" {
+				fmt.Fprintf(&b, "\nThe log of job %s is not available: %s\n", lt.job, lt.err)
 				continue
 			}
-			fmt.Fprintf(&b, "\nLast %d lines of the log of job %s:\n%s\n", *t.cfg.LogTailLines, j.GetName(), tail)
+			fmt.Fprintf(&b, "\nLast %d lines of the log of job %s:\n%s\n", *t.cfg.LogTailLines, lt.job, lt.text)
+		}
+		if f.moreFailed > 0 {
+			fmt.Fprintf(&b, "(logs of %d more failed jobs left out)\n", f.moreFailed)
 		}
 	}
 	// A run has no completion time of its own: its updated_at moves last
@@ -251,7 +320,21 @@ func (a *Adapter) completed(ctx context.Context, t *tool, d refData, run *github
 	o.FinishedAt = run.GetUpdatedAt().Time
 	o.Message = a.red.clean("completed: "+orNone(conclusion), maxMessage)
 	o.Result = &adapters.Result{Text: strings.TrimRight(a.red.redact(b.String()), "\n"), Structured: structured}
-	return o, nil
+	return o
+}
+
+// conclusionState maps a completed run's conclusion onto a state; known is
+// false for a conclusion GitHub has not documented (a tool error).
+func conclusionState(conclusion string) (state adapters.State, known bool) {
+	switch conclusion {
+	case "success", "neutral", "skipped":
+		return adapters.StateSucceeded, true
+	case "cancelled":
+		return adapters.StateCancelled, true
+	case "failure", "timed_out", "startup_failure", "stale", "action_required":
+		return adapters.StateToolError, true
+	}
+	return adapters.StateToolError, false
 }
 
 func orNone(s string) string {

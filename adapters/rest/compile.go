@@ -386,7 +386,13 @@ func checkPath(raw string, t expr.Template, fromLocation bool) error {
 
 // status compiles the status block's readings, states and links.
 func (c *compiler) status(t *tool, cfg *StatusConfig, scope expr.Scope) {
-	rs := readScope(scope)
+	c.statusRules(t, cfg, readScope(scope), scope.With(expr.BaseURL))
+}
+
+// statusRules compiles the readings of a status answer in read scope rs,
+// and the links in scope links: the rules of a status call's answer, and
+// those of a callback (see compileCallbackRules).
+func (c *compiler) statusRules(t *tool, cfg *StatusConfig, rs, links expr.Scope) {
 	if cfg.Field == "" {
 		c.add(adapters.Fieldf("status.field", "required"))
 	}
@@ -435,7 +441,6 @@ func (c *compiler) status(t *tool, cfg *StatusConfig, scope expr.Scope) {
 		r.errorCode = c.value("status.error.code", e.Code, rs)
 		r.errorMessage = c.value("status.error.message", e.Message, rs)
 	}
-	links := scope.With(expr.BaseURL)
 	for _, title := range sortedKeys(cfg.Links) {
 		l := cfg.Links[title]
 		p := "status.links." + title
@@ -534,4 +539,75 @@ func without(s expr.Scope, name string) expr.Scope {
 	c := s.With()
 	c.Vars = slices.DeleteFunc(c.Vars, func(v string) bool { return v == name })
 	return c
+}
+
+// The scopes of a callback's readings. A callback is a request the job API
+// makes to the bridge about one job: its body and headers are known, and the
+// job's ID once events.job_id has read it; the tool call's arguments, the
+// correlation ID and an HTTP status are not.
+var (
+	callbackMissing = map[string]string{
+		expr.Args:          "a callback does not carry the tool call's arguments",
+		expr.CorrelationID: "a callback does not carry the correlation ID",
+		expr.Status:        "a callback is a request to the bridge, not an answer: it has no HTTP status",
+		expr.Answers:       "{answers} is only known in the respond body",
+		expr.BaseURL:       "{base_url} is only known in links",
+		expr.Job:           "the job is what events.job_id reads",
+	}
+	// callbackScope: events.job_id and events.when, read before the job
+	// is known.
+	callbackScope = expr.Scope{Vars: []string{expr.Body, expr.Headers}, Missing: callbackMissing}
+	// callbackJobScope: the links of the status rules reading a callback.
+	callbackJobScope = expr.Scope{Vars: []string{expr.Job}, Missing: callbackMissing}
+	// callbackReadScope: the status rules and events.at.
+	callbackReadScope = callbackJobScope.With(expr.Body, expr.Headers)
+)
+
+// compileCallbackRules compiles status rules (a status block's readings,
+// states and links; its call is not used) to read a callback's body, with
+// the same code as a status answer's, in the callback's scope. Its errors
+// are field errors relative to the status block.
+func compileCallbackRules(name string, cfg *StatusConfig) (*tool, []error) {
+	c := &compiler{args: map[string]bool{}}
+	// fromLocation is set so that a link's {job.location} is reported
+	// below, for what it is in a callback, rather than as a missing
+	// job_id.from_location.
+	t := &tool{name: name, fromLocation: true, states: map[string]adapters.State{}}
+	c.statusRules(t, cfg, callbackReadScope, callbackJobScope.With(expr.BaseURL))
+	for _, l := range t.links {
+		if slices.Contains(l.t.Names(), phJobLocation) {
+			c.add(adapters.Fieldf("status.links."+l.title, "uses {%s}, which a callback does not give (it names the job by its ID only)", phJobLocation))
+		}
+	}
+	t.fromLocation = false
+	return t, c.errs
+}
+
+// callbackReads are the compiled readings of an events block that do not
+// depend on the status rules.
+type callbackReads struct {
+	jobID expr.Value
+	at    expr.Value
+	when  *expr.Program
+}
+
+// compileCallbackReads compiles events.job_id, events.at and events.when;
+// its errors are field errors relative to the backend block.
+func compileCallbackReads(cfg *EventsConfig) (callbackReads, []error) {
+	c := &compiler{args: map[string]bool{}}
+	var r callbackReads
+	if cfg.JobID == "" {
+		c.add(adapters.Fieldf("events.job_id", `required: where a callback names its job, e.g. "id" (a JSON path into the body) or "= body.job.id"`))
+	}
+	r.jobID = c.value("events.job_id", cfg.JobID, callbackScope)
+	r.at = c.value("events.at", cfg.At, callbackReadScope)
+	if cfg.When != "" {
+		w, err := expr.Compile(cfg.When, callbackScope, expr.Bool)
+		if err != nil {
+			c.add(fieldErr("events.when", err))
+		} else {
+			r.when = w
+		}
+	}
+	return r, c.errs
 }

@@ -71,6 +71,10 @@ type BackendConfig struct {
 	// that traces can join the bridge's trace. Default false: the API learns
 	// nothing of the bridge's traces.
 	PropagateTrace bool `yaml:"propagate_trace"`
+	// Events, when set, makes the bridge accept the job API's signed
+	// callbacks about job state changes; see [EventsConfig]. Without it the
+	// backend's jobs are only polled.
+	Events *EventsConfig `yaml:"events"`
 }
 
 // JobConfig is a tool's `job:` block on a rest backend: the calls that start,
@@ -279,7 +283,7 @@ const (
 )
 
 // SetDefaults fills the fields the operator left out: a 10s timeout, 3
-// retries and a listing lag of 60s.
+// retries and a listing lag of 60s, and the events block's defaults.
 func (c *BackendConfig) SetDefaults() {
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
@@ -291,6 +295,9 @@ func (c *BackendConfig) SetDefaults() {
 	if c.ListingLag == nil {
 		d := defaultListingLag
 		c.ListingLag = &d
+	}
+	if c.Events != nil {
+		c.Events.SetDefaults()
 	}
 }
 
@@ -328,6 +335,9 @@ func (c *BackendConfig) Validate() error {
 	}
 	if c.OAuth2 != nil {
 		errs = append(errs, prefixFields("oauth2.", c.OAuth2.Validate()))
+	}
+	if c.Events != nil {
+		errs = append(errs, c.Events.validate()...)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package rest
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,5 +328,73 @@ func TestCheckAddress(t *testing.T) {
 				t.Errorf("CheckAddress() = %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// The events block as the package documentation writes it decodes, takes
+// its defaults and validates.
+func TestEventsBlockDecodes(t *testing.T) {
+	const src = `
+base_url: https://jobs.example.com/api/v1
+events:
+  secret: ${JOBS_CALLBACK_SECRET}
+  signature:
+    header: X-Signature
+    scheme: hmac_sha256_hex
+    prefix: "sha256="
+  timestamp_header: X-Timestamp
+  id_header: X-Delivery
+  tolerance: 2m
+  job_id: "= body.job.id"
+  at: updated_at
+  when: 'body.type.startsWith("job.")'
+  tool: deploy
+  poll_interval: 15m
+  quiet: 1h
+`
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	dec.KnownFields(true)
+	var c BackendConfig
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("decoding: %v", err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := &EventsConfig{
+		Secret:          "${JOBS_CALLBACK_SECRET}",
+		Signature:       SignatureConfig{Header: "X-Signature", Scheme: "hmac_sha256_hex", Prefix: "sha256="},
+		TimestampHeader: "X-Timestamp",
+		IDHeader:        "X-Delivery",
+		Tolerance:       2 * time.Minute,
+		JobID:           "= body.job.id",
+		At:              "updated_at",
+		When:            `body.type.startsWith("job.")`,
+		Tool:            "deploy",
+		PollInterval:    15 * time.Minute,
+		Quiet:           time.Hour,
+	}
+	if diff := cmp.Diff(want, c.Events); diff != "" {
+		t.Errorf("events block mismatch (-want +got):\n%s", diff)
+	}
+
+	var d BackendConfig
+	if err := yaml.Unmarshal([]byte("base_url: https://jobs.example.com\nevents: {secret: '${S}', job_id: id}\n"), &d); err != nil {
+		t.Fatal(err)
+	}
+	d.SetDefaults()
+	wantDefaults := &EventsConfig{
+		Secret:          "${S}",
+		Signature:       SignatureConfig{Header: "webhook-signature", Scheme: "standard_webhooks"},
+		TimestampHeader: "webhook-timestamp",
+		IDHeader:        "webhook-id",
+		Tolerance:       5 * time.Minute,
+		JobID:           "id",
+		PollInterval:    10 * time.Minute,
+		Quiet:           30 * time.Minute,
+	}
+	if diff := cmp.Diff(wantDefaults, d.Events); diff != "" {
+		t.Errorf("defaults mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -85,6 +85,16 @@
 //
 // The adapter reports no finish time ([adapters.Observation.FinishedAt]):
 // a generic REST API has no standard field for it.
+//
+// # Callbacks
+//
+// A backend with an `events:` block ([EventsConfig]) is an
+// [adapters.EventSource]: the job API calls the bridge back when a job
+// changes state, and [Adapter.ReadEvents] checks the callback's HMAC-SHA256
+// signature (Standard Webhooks by default, or a hex or base64 signature
+// header) and its signed timestamp's age before it reads anything, then
+// reads the body with the same status rules, and the same code, as a poll's
+// status answer. Polling goes on, slower, as a safety net.
 package rest
 
 import (
@@ -158,6 +168,7 @@ type Adapter struct {
 	idempotency string
 	propagate   bool // propagate_trace
 	tools       map[string]*tool
+	callbacks   *callbacks // nil without an events block
 
 	once         *http.Client // all requests; repeated only by do
 	retries      int          // max_retries
@@ -274,6 +285,13 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 			continue
 		}
 		a.tools[tn] = t
+	}
+	if backend.Events != nil && len(errs) == 0 {
+		cb, err := a.newCallbacks(*backend.Events, tools)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		a.callbacks = cb
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("rest backend %q: %w", name, err)

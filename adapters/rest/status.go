@@ -32,9 +32,13 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte, ans expr.Answer) adapters.Observation {
 	r := &t.read
 	unreadable := func(format string, args ...any) adapters.Observation {
+		// A callback (see ReadEvents) is read without an HTTP status.
+		answer := fmt.Sprintf("answer: %s", a.excerpt(body))
+		if resp.StatusCode != 0 {
+			answer = fmt.Sprintf("HTTP %d; %s", resp.StatusCode, answer)
+		}
 		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID,
-			reasonf(adapters.ErrUnreadableStatus, "%s (HTTP %d; answer: %s)",
-				fmt.Sprintf(format, args...), resp.StatusCode, a.excerpt(body)))}
+			reasonf(adapters.ErrUnreadableStatus, "%s (%s)", fmt.Sprintf(format, args...), answer))}
 	}
 	// read returns a reading's value; a reading that fails is logged and
 	// taken as absent (only the status field decides readability).

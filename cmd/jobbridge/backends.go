@@ -64,6 +64,9 @@ var backendKinds = []backendKind{
 				if o := b.OAuth2; o != nil {
 					values = append(values, o.ClientID, o.ClientSecret)
 				}
+				if e := b.Events; e != nil {
+					values = append(values, e.Secret)
+				}
 				return values
 			},
 		},
@@ -87,12 +90,18 @@ var backendKinds = []backendKind{
 			Name:      "aws_batch",
 			NewConfig: func() catalog.Block { return new(awsbatch.BackendConfig) },
 			NewJob:    func() catalog.JobBlock { return new(awsbatch.JobConfig) },
+			EnvValues: func(c catalog.Block) []string {
+				if e := c.(*awsbatch.BackendConfig).Events; e != nil {
+					return []string{e.APIKey}
+				}
+				return nil
+			},
 		},
 		open: func(o adapterOptions) buildFunc {
 			// The server's Batch backends share their DescribeJobs batching.
 			pollers := awsbatch.NewPollers()
 			return typedBuild(func(name string, b *awsbatch.BackendConfig, jobs map[string]awsbatch.JobConfig) (adapters.Adapter, error) {
-				return awsbatch.New(name, *b, jobs, &awsbatch.Options{Logger: o.logger.With("backend", name), Pollers: pollers, Credentials: o.awsCredentials})
+				return awsbatch.New(name, *b, jobs, &awsbatch.Options{Logger: o.logger.With("backend", name), Pollers: pollers, Credentials: o.awsCredentials, Getenv: o.getenv})
 			})
 		},
 		useFakes: func(c any, f demoFakes) {

@@ -13,7 +13,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -26,7 +25,7 @@ import (
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
-const callUsage = `usage: jobbridge call [--url URL] [--no-wait] [--timeout D] [--header 'K: V']... TOOL [JSON_ARGS]
+const callUsage = `usage: jobbridge call [--url URL] [--no-wait] [--poll] [--timeout D] [--header 'K: V']... TOOL [JSON_ARGS]
 
 Calls TOOL with JSON_ARGS (a JSON object, default {}) over MCP 2026-07-28,
 declaring the tasks extension and form elicitation.
@@ -39,11 +38,16 @@ default. Type !decline to decline the whole request, !cancel to dismiss it.
 
 As soon as the server creates a task its ID is printed on stderr, so that
 "jobbridge task watch ID" can follow it again later. Without --no-wait the
-task is polled until it ends, with its status on stderr. When the server
-cannot be reached (a restart, a proxy answering 502, 503 or 504) polling is
-retried with backoff, up to 30s apart, for as long as the task lives and at
-most --timeout in a row. Ctrl-C asks the server to cancel the task and keeps
-polling for up to --timeout. The result's text goes to stdout; the exit
+task is followed until it ends, with its status on stderr: by the server's
+push stream of task notifications (subscriptions/listen), so that each change
+shows at once and nothing is polled, or by polling tasks/get when the server
+does not stream. --poll always polls: for servers, and proxies in front of
+them, that cannot keep a streamed response open. When the server cannot be
+reached (a restart, a proxy answering 502, 503 or 504) it is retried with
+backoff, up to 30s apart, for as long as the task lives and at most
+--timeout in a row, and the stream is opened again once the server is back.
+Ctrl-C asks the server to cancel the task and keeps following it for up to
+--timeout. The result's text goes to stdout; the exit
 status is 1 when the tool reports an error or the task fails or is
 cancelled, 2 for a usage error.
 
@@ -67,6 +71,7 @@ const defaultURL = "http://127.0.0.1:8080/mcp"
 func runCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := newCommand("call", callUsage, stdout, stderr)
 	cf := addClientFlags(cmd.fs)
+	cf.addPollFlag(cmd.fs)
 	noWait := cmd.fs.Bool("no-wait", false, "print the task handle as JSON and exit instead of waiting")
 	positional, err := cmd.parse(args)
 	if err != nil {
@@ -113,6 +118,8 @@ type clientFlags struct {
 	url     *string
 	timeout *time.Duration
 	headers headerFlag
+	// poll is --poll, for the commands that follow a task (nil: no flag).
+	poll *bool
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -121,6 +128,11 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.timeout = fs.Duration("timeout", time.Minute, "how long to keep retrying a server that cannot be reached, and to keep polling after a cancel request")
 	fs.Var(&f.headers, "header", "extra HTTP header `'Name: value'` (repeatable), e.g. an Authorization header")
 	return f
+}
+
+// addPollFlag adds --poll, for the commands that follow a task.
+func (f *clientFlags) addPollFlag(fs *flag.FlagSet) {
+	f.poll = fs.Bool("poll", false, "follow the task by polling tasks/get instead of its push stream: for servers, or proxies in front of them, that cannot stream")
 }
 
 func (f *clientFlags) client() *taskclient.Client {
@@ -140,6 +152,7 @@ func (f *clientFlags) caller(stdin io.Reader, stdout, stderr io.Writer) *caller 
 		stderr:     status,
 		status:     status,
 		cancelWait: *f.timeout,
+		pollOnly:   f.poll != nil && *f.poll,
 	}
 }
 
@@ -156,9 +169,12 @@ type caller struct {
 	autoAnswer func(key string) (res taskclient.ElicitResult, ok bool)
 	// announce prints the task ID as soon as the task exists.
 	announce bool
-	// retryBase and retryMax bound the backoff between polls of a server
-	// that cannot be reached (zero: 500ms and 30s).
+	// retryBase and retryMax bound the backoff between requests to a
+	// server that cannot be reached (zero: 500ms and 30s).
 	retryBase, retryMax time.Duration
+	// pollOnly follows tasks by polling tasks/get, never by their push
+	// stream (--poll).
+	pollOnly bool
 	// taskID is the task the call created, once it has one.
 	taskID string
 }
@@ -247,11 +263,11 @@ func nearest(word string, names []string) string {
 	return best
 }
 
-// followTask polls a task to its end, answering its input requests; on an
+// followTask follows a task to its end, answering its input requests; on an
 // interrupt it asks the server to cancel the task and waits for the outcome.
 func (c *caller) followTask(ctx context.Context, task *taskclient.Task) error {
 	c.status.start = taskStart(task, time.Now())
-	final, err := c.poll(ctx, task, true)
+	final, err := c.follow(ctx, task, true)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -265,8 +281,8 @@ func (c *caller) followTask(ctx context.Context, task *taskclient.Task) error {
 	return c.outcome(final)
 }
 
-// cancelAndWait sends tasks/cancel and polls the task for up to cancelWait
-// for its final state. base bounds it all (a Ctrl-C of `task cancel`).
+// cancelAndWait sends tasks/cancel and follows the task for up to
+// cancelWait to its final state. base bounds it all (a Ctrl-C of `task cancel`).
 func (c *caller) cancelAndWait(base context.Context, task *taskclient.Task) (*taskclient.Task, error) {
 	c.status.finish()
 	sendCtx, stop := context.WithTimeout(base, cancelSendTimeout)
@@ -278,7 +294,7 @@ func (c *caller) cancelAndWait(base context.Context, task *taskclient.Task) (*ta
 	fmt.Fprintln(c.stderr, "cancel requested; waiting for the backend…")
 	waitCtx, stop := context.WithTimeout(base, c.cancelWait)
 	defer stop()
-	final, err := c.poll(waitCtx, task, false)
+	final, err := c.follow(waitCtx, task, false)
 	if err != nil {
 		c.status.finish()
 		if waitCtx.Err() != nil && base.Err() == nil {
@@ -327,64 +343,73 @@ func taskExpiry(t *taskclient.Task) time.Time {
 	return created.Add(time.Duration(*t.TTLMs) * time.Millisecond)
 }
 
-// poll shows the task's status and polls tasks/get until the task is
-// terminal. With interactive set it asks the user for each input request
-// once and sends the answers with tasks/update. A poll that cannot reach
-// the server is retried with backoff while the task lives, for at most
-// cancelWait in a row. It returns the last task seen (never nil) with any
-// error.
-func (c *caller) poll(ctx context.Context, t *taskclient.Task, interactive bool) (*taskclient.Task, error) {
+// follow shows the task's status and follows it until it is terminal: by
+// its push stream, or by polling tasks/get when the server does not stream
+// or --poll asked for polls (taskclient.Follow). With interactive set it
+// asks the user for each input request once and sends the answers with
+// tasks/update. A request that cannot reach the server is retried with
+// backoff while the task lives, for at most cancelWait in a row. It
+// returns the last task seen (never nil) with any error.
+func (c *caller) follow(ctx context.Context, t *taskclient.Task, interactive bool) (*taskclient.Task, error) {
 	answered := map[string]bool{}
-	var (
-		tries int
-		since time.Time
-	)
 	defer c.status.setNote("")
-	for {
-		c.status.show(t)
-		if t.Terminal() {
-			c.status.finish()
-			return t, nil
-		}
-		if interactive && t.Status == taskclient.StatusInputRequired && tries == 0 {
-			if err := c.answerTask(ctx, t, answered); err != nil {
-				return t, err
-			}
-		}
-		wait := t.PollInterval()
-		if tries > 0 {
-			wait = c.backoff(tries)
-		}
-		if err := c.sleep(ctx, t, wait); err != nil {
+	c.status.show(t)
+	if t.Terminal() {
+		c.status.finish()
+		return t, nil
+	}
+	if interactive && t.Status == taskclient.StatusInputRequired {
+		if err := c.answerTask(ctx, t, answered); err != nil {
 			return t, err
 		}
-		next, err := c.client.GetTask(ctx, t.TaskID)
-		if err == nil {
-			tries = 0
-			c.status.setNote("")
-			t = next
-			continue
-		}
-		if ctx.Err() != nil {
-			return t, ctx.Err()
-		}
-		if !unreachable(err) {
-			c.status.finish()
-			return t, fmt.Errorf("polling task: %w", err)
-		}
-		now := time.Now()
-		if tries == 0 {
-			since = now
-		}
-		tries++
-		expiry := taskExpiry(t)
-		if now.Sub(since) >= c.cancelWait || (!expiry.IsZero() && now.After(expiry)) {
-			c.status.finish()
-			return t, fmt.Errorf("polling task: server unreachable for %s (%d tries), giving up (the task may still run; follow it later with jobbridge task watch %s): %w",
-				now.Sub(since).Round(time.Second), tries, t.TaskID, c.explain(ctx, err, ""))
-		}
-		c.status.setNote(fmt.Sprintf("server unreachable, retrying (%d)", tries))
 	}
+	last := t
+	var since time.Time // of the first failure in a row
+	opts := taskclient.FollowOptions{
+		Last: t,
+		Poll: c.pollOnly,
+		OnUpdate: func(next *taskclient.Task) error {
+			last = next
+			c.status.setNote("")
+			c.status.show(next)
+			if next.Terminal() {
+				c.status.finish()
+				return nil
+			}
+			if interactive && next.Status == taskclient.StatusInputRequired {
+				return c.answerTask(ctx, next, answered)
+			}
+			return nil
+		},
+		Retry: func(err error, tries int) (time.Duration, error) {
+			if !taskclient.Unreachable(err) {
+				c.status.finish()
+				return 0, fmt.Errorf("polling task: %w", err)
+			}
+			now := time.Now()
+			if tries == 1 {
+				since = now
+			}
+			expiry := taskExpiry(last)
+			if now.Sub(since) >= c.cancelWait || (!expiry.IsZero() && now.After(expiry)) {
+				c.status.finish()
+				return 0, fmt.Errorf("polling task: server unreachable for %s (%d tries), giving up (the task may still run; follow it later with jobbridge task watch %s): %w",
+					now.Sub(since).Round(time.Second), tries, last.TaskID, c.explain(ctx, err, ""))
+			}
+			c.status.setNote(fmt.Sprintf("server unreachable, retrying (%d)", tries))
+			c.status.show(last)
+			return c.backoff(tries), nil
+		},
+	}
+	if c.status.tty {
+		// Keeps the elapsed time ticking while nothing changes.
+		opts.Tick = func() { c.status.show(last) }
+	}
+	final, err := taskclient.Follow(ctx, c.client, t.TaskID, opts)
+	if final == nil {
+		final = last
+	}
+	return final, err
 }
 
 // backoff is the jittered wait before the n-th retry (1-based): doubling
@@ -405,27 +430,6 @@ func (c *caller) backoff(n int) time.Duration {
 	// Full jitter over the upper half, so that clients of one restarted
 	// server do not come back in step.
 	return d/2 + rand.N(d/2+1)
-}
-
-// unreachable reports whether a request failed because the server could
-// not be reached or a proxy in front of it answered that it is away: worth
-// trying again later.
-func unreachable(err error) bool {
-	var rpcErr *taskclient.RPCError
-	if errors.As(err, &rpcErr) {
-		return gatewayStatus(rpcErr.HTTPStatus)
-	}
-	var httpErr *taskclient.HTTPError
-	if errors.As(err, &httpErr) {
-		return gatewayStatus(httpErr.StatusCode)
-	}
-	var urlErr *url.Error
-	return errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-func gatewayStatus(code int) bool {
-	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
 // answerTask prompts for the task's input requests not yet answered and sends
@@ -458,29 +462,6 @@ func (c *caller) answerTask(ctx context.Context, t *taskclient.Task, answered ma
 	}
 	fmt.Fprintln(c.stderr, "answers sent; waiting for the task to continue")
 	return nil
-}
-
-// sleep waits for d, refreshing the elapsed time on a terminal once a
-// second.
-func (c *caller) sleep(ctx context.Context, t *taskclient.Task, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	var tick <-chan time.Time
-	if c.status.tty {
-		ticker := time.NewTicker(time.Second)
-		defer ticker.Stop()
-		tick = ticker.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return nil
-		case <-tick:
-			c.status.show(t)
-		}
-	}
 }
 
 // printResult writes the tool result to stdout; a result flagged isError

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
@@ -691,5 +692,205 @@ func TestCallRefusedConnectionAsksIfTheServerRuns(t *testing.T) {
 	_, _, err := runCallTest(t, t.Context(), "", "--url", "http://127.0.0.1:1/mcp", "deploy")
 	if err == nil || !strings.Contains(err.Error(), "is the server running at http://127.0.0.1:1/mcp?") {
 		t.Errorf("call: %v", err)
+	}
+}
+
+// statusLines are the status lines of stderr, elapsed times normalized.
+func statusLines(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(normalize(stderr), "\n") {
+		if strings.HasPrefix(line, "[") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestCallFollowsTheStream: against a server that pushes task status,
+// call and task watch follow the task to its end without one tasks/get
+// (task watch reads the task once, to begin with).
+func TestCallFollowsTheStream(t *testing.T) {
+	s := newTestServer(t)
+	tests := []struct {
+		name     string
+		args     func() []string
+		wantGets int
+	}{
+		{name: "call", args: func() []string {
+			return []string{"call", "--url", s.url, "slow_compute", `{"seconds": 1, "label": "pushed"}`}
+		}},
+		{name: "task watch", wantGets: 1, args: func() []string {
+			id := s.startTask(t, "slow_compute", map[string]any{"seconds": 1, "label": "pushed"})
+			return []string{"task", "watch", "--url", s.url, id}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args()
+			gets, listens := s.front.count("tasks/get"), s.front.count("subscriptions/listen")
+			stdout, stderr, err := runCommand(t, t.Context(), "", args...)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tt.name, err, stderr)
+			}
+			if stdout != "Computed pushed in 1s.\n" {
+				t.Errorf("stdout = %q", stdout)
+			}
+			lines := statusLines(stderr)
+			if len(lines) < 3 || lines[len(lines)-1] != "[completed] finished (T)" {
+				t.Errorf("status lines %q; want the progress, then [completed]", lines)
+			}
+			if n := s.front.count("tasks/get") - gets; n != tt.wantGets {
+				t.Errorf("%d tasks/get while the stream works; want %d", n, tt.wantGets)
+			}
+			if n := s.front.count("subscriptions/listen") - listens; n != 1 {
+				t.Errorf("%d listens; want 1", n)
+			}
+		})
+	}
+}
+
+// TestCallPollsWhenListenIsRefused: a server (or proxy) that refuses
+// subscriptions/listen is polled, and the call ends as it would on the
+// stream.
+func TestCallPollsWhenListenIsRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		refuse func(w http.ResponseWriter)
+	}{
+		{name: "method not found", refuse: func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}`)
+		}},
+		{name: "HTTP 404 from a proxy", refuse: func(w http.ResponseWriter) {
+			http.Error(w, "404 page not found", http.StatusNotFound)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t)
+			s.front.refuse = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.Header.Get("Mcp-Method") != "subscriptions/listen" {
+					return false
+				}
+				tt.refuse(w)
+				return true
+			}
+			stdout, stderr, err := runCommand(t, t.Context(), "", "call", "--url", s.url, "slow_compute", `{"seconds": 0.5, "label": "polled"}`)
+			if err != nil {
+				t.Fatalf("call: %v\n%s", err, stderr)
+			}
+			if stdout != "Computed polled in 0.5s.\n" {
+				t.Errorf("stdout = %q", stdout)
+			}
+			if lines := statusLines(stderr); len(lines) == 0 || lines[len(lines)-1] != "[completed] finished (T)" {
+				t.Errorf("status lines %q; want [completed] last", lines)
+			}
+			if n := s.front.count("subscriptions/listen"); n != 1 {
+				t.Errorf("%d listens; want 1, then polls", n)
+			}
+			if n := s.front.count("tasks/get"); n == 0 {
+				t.Error("no tasks/get: the task was not polled")
+			}
+		})
+	}
+}
+
+func TestCallPollFlagNeverListens(t *testing.T) {
+	s := newTestServer(t)
+	stdout, stderr, err := runCommand(t, t.Context(), "", "call", "--poll", "--url", s.url, "slow_compute", `{"seconds": 0.3, "label": "p"}`)
+	if err != nil || stdout != "Computed p in 0.3s.\n" {
+		t.Fatalf("call --poll: %v, stdout %q\n%s", err, stdout, stderr)
+	}
+	if n, gets := s.front.count("subscriptions/listen"), s.front.count("tasks/get"); n != 0 || gets == 0 {
+		t.Errorf("%d listens and %d tasks/get; want none and some", n, gets)
+	}
+}
+
+// TestCallListensAgainWhenTheStreamEnds: the server ends each stream
+// gracefully after 300ms; call listens again each time, shows each state
+// once and still polls nothing.
+func TestCallListensAgainWhenTheStreamEnds(t *testing.T) {
+	s := newTunedTestServer(t, func(c *catalog.Catalog) {
+		c.Limits.MaxStreamLife = 300 * time.Millisecond
+		c.Limits.StreamKeepAlive = 50 * time.Millisecond
+	})
+	stdout, stderr, err := runCommand(t, t.Context(), "", "call", "--url", s.url, "slow_compute", `{"seconds": 2, "label": "relisten"}`)
+	if err != nil {
+		t.Fatalf("call: %v\n%s", err, stderr)
+	}
+	if stdout != "Computed relisten in 2s.\n" {
+		t.Errorf("stdout = %q", stdout)
+	}
+	t.Logf("stderr:\n%s", stderr)
+	if n := s.front.count("subscriptions/listen"); n < 3 {
+		t.Errorf("%d listens in 2s of streams that last 300ms; want several", n)
+	}
+	if n := s.front.count("tasks/get"); n != 0 {
+		t.Errorf("%d tasks/get; want none", n)
+	}
+	seen := map[string]bool{}
+	for _, line := range statusLines(stderr) {
+		text := strings.TrimSuffix(line, " (T)")
+		if seen[text] {
+			t.Errorf("status %q shown twice:\n%s", text, stderr)
+		}
+		seen[text] = true
+	}
+	if !seen["[completed] finished"] {
+		t.Errorf("no final status:\n%s", stderr)
+	}
+}
+
+// TestCallAnswersInputOnTheStream: a task in input_required, as pushed,
+// gets its prompt; the answer goes by tasks/update and what follows comes
+// on the stream.
+func TestCallAnswersInputOnTheStream(t *testing.T) {
+	tests := []struct {
+		name, tool, args, stdin string
+		wantPrompts             []string
+		wantStdout              string
+	}{
+		{name: "the bridge's confirmation", tool: "confirm_delete", args: `{"filename": "a.txt"}`, stdin: "y\n",
+			wantPrompts: []string{"Delete a.txt?"}, wantStdout: "Deleted a.txt.\n"},
+		{name: "the backend's questions", tool: "multi_input", args: `{}`, stdin: "y\nAda\n",
+			wantPrompts: []string{"Shall the job go on?", "What is your name?"}, wantStdout: "All questions answered.\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t)
+			stdout, stderr, err := runCommand(t, t.Context(), tt.stdin, "call", "--url", s.url, tt.tool, tt.args)
+			if err != nil {
+				t.Fatalf("call: %v\n%s", err, stderr)
+			}
+			if stdout != tt.wantStdout {
+				t.Errorf("stdout = %q, want %q", stdout, tt.wantStdout)
+			}
+			for _, p := range append(tt.wantPrompts, "answers sent; waiting for the task to continue", "[input_required]", "[completed]") {
+				if !strings.Contains(stderr, p) {
+					t.Errorf("stderr lacks %q:\n%s", p, stderr)
+				}
+			}
+			if n := s.front.count("tasks/update"); n != 1 {
+				t.Errorf("%d tasks/update; want 1", n)
+			}
+			if n := s.front.count("tasks/get"); n != 0 {
+				t.Errorf("%d tasks/get; want none: the next state comes on the stream", n)
+			}
+		})
+	}
+}
+
+func TestFollowCommandsDocumentPoll(t *testing.T) {
+	for _, cmd := range []string{"call", "task"} {
+		stdout, _, err := runCommand(t, t.Context(), "", cmd, "--help")
+		if err != nil {
+			t.Fatalf("%s --help: %v", cmd, err)
+		}
+		for _, want := range []string{"[--poll]", "-poll", "push stream", "proxies in front of them"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s --help lacks %q:\n%s", cmd, want, stdout)
+			}
+		}
 	}
 }

@@ -296,5 +296,9 @@ func demoGetenv(name string) (string, bool) {
 	if v, ok := os.LookupEnv(name); ok {
 		return v, true
 	}
+	if strings.HasPrefix(name, "OTEL_") {
+		// Settings, not secrets: unset means off (no tracing).
+		return "", false
+	}
 	return "demo-" + name, true
 }

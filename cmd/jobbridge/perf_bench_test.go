@@ -606,7 +606,7 @@ func (e *perfEnv) prefill(b *testing.B, dsn string, n int, observed *time.Time) 
 // observedInStore counts the tasks whose row holds an observation. It may
 // run while a server uses the store.
 func observedInStore(b *testing.B, dsn string, tasks []prefilled) int {
-	store, err := openStore(b.Context(), dsn)
+	store, err := openToolStore(b.Context(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}

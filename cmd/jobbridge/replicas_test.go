@@ -192,6 +192,7 @@ type cluster struct {
 	bin      string
 	catalog  string
 	dsn      string
+	env      []string // added to each replica's environment
 	mu       sync.Mutex
 	replicas [3]*replica
 	next     atomic.Int64
@@ -215,7 +216,7 @@ func (c *cluster) start(i int) {
 	r := &replica{addr: addr, log: &bytes.Buffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(c.bin, "serve", "--config", c.catalog, "--store", c.dsn, "--listen", addr,
 		"--sweep-interval", "300ms", "--submit-timeout", "2s", "--log-level", "warn")
-	r.cmd.Env = append(os.Environ(), "JOBBRIDGE_STATE_KEY="+strings.Repeat("ab", 32))
+	r.cmd.Env = append(append(os.Environ(), "JOBBRIDGE_STATE_KEY="+strings.Repeat("ab", 32)), c.env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

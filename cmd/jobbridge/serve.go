@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type serveConfig struct {
 	ready func(url string)
 	// http bounds what client connections may hold (nil: the defaults).
 	http *httpLimits
+	// eventsListen, when set, serves the backends' event endpoints on
+	// their own listener instead of the MCP listener.
+	eventsListen string
 }
 
 const serveUsage = `usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store URL] [--stdio] [flags]
@@ -60,7 +64,9 @@ Serves the tools of a catalog over MCP: Streamable HTTP at /mcp (stateless
 for 2026-07-28 clients, sessions for 2025-11-25 ones), or stdin/stdout with
 --stdio. Each tool call starts a job on the tool's backend and, for clients
 that ask for tasks, returns a durable task handle at once. GET /healthz
-answers ok, GET /metrics serves metrics.
+answers ok, GET /metrics serves metrics. Backends configured with an events:
+block receive pushed job events at POST /events/BACKEND (authenticated by
+the backend's signature, not by MCP auth), on --events-listen if given.
 
 The task store is --store, else $JOBBRIDGE_STORE, else the catalog's
 server.store, else sqlite:jobbridge.db; postgres://... lets several replicas
@@ -85,6 +91,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logFormat := fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
 	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
 	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
+	eventsListen := fs.String("events-listen", "", "serve the backends' event endpoints (POST /events/BACKEND) on this `address` instead of --listen")
 	httpLim := httpLimitFlags(fs)
 	positional, err := cmd.parse(args)
 	if err != nil {
@@ -114,7 +121,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim}, os.LookupEnv, stdout, stderr)
+	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim, eventsListen: *eventsListen}, os.LookupEnv, stdout, stderr)
 }
 
 // parseLogFormat reads --log-format: text or json.
@@ -226,6 +233,27 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	mux.Handle("/mcp", b.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /metrics", b.MetricsHandler())
+	if backends := b.EventBackends(); len(backends) > 0 {
+		if cfg.eventsListen == "" {
+			mux.Handle(eventsPrefix, b.EventsHandler(eventsPrefix))
+		} else {
+			events := http.NewServeMux()
+			events.Handle(eventsPrefix, b.EventsHandler(eventsPrefix))
+			eln, err := net.Listen("tcp", cfg.eventsListen)
+			if err != nil {
+				return fmt.Errorf("--events-listen %s: %w", cfg.eventsListen, err)
+			}
+			esrv, esln := newHTTPServer(eln, events, cfg, logger)
+			go esrv.Serve(esln)
+			defer esrv.Close()
+		}
+		where := cfg.eventsListen
+		if where == "" {
+			where = ln.Addr().String()
+		}
+		slices.Sort(backends)
+		logger.Info("accepting backend events", "address", where, "path", eventsPrefix+"{backend}", "backends", strings.Join(backends, ","))
+	}
 	if authn != nil {
 		// RFC 9728 protected resource metadata, outside authentication.
 		for _, p := range authn.MetadataPaths() {
@@ -233,6 +261,8 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		}
 	}
 	srv, sln := newHTTPServer(ln, mux, cfg, logger)
+	// Streams would hold Shutdown until their clients leave: end them.
+	srv.RegisterOnShutdown(b.EndStreams)
 	url := "http://" + ln.Addr().String() + "/mcp"
 	logger.Info("serving MCP", "url", url, "catalog", cfg.catalog.File, "revision", cfg.catalog.Revision, "tools", len(cfg.catalog.Tools), "store", cfg.store)
 	if cfg.ready != nil {
@@ -250,6 +280,9 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	defer cancel()
 	return srv.Shutdown(sctx)
 }
+
+// eventsPrefix is where the backends' event endpoints live.
+const eventsPrefix = "/events/"
 
 // stateKeyFrom reads the key that signs multi-round argument collection from
 // JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64). Replicas behind one

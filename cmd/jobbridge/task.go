@@ -9,22 +9,26 @@ import (
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
-const taskUsage = `usage: jobbridge task get|watch|answer|cancel [--url URL] [--timeout D] [--header 'K: V']... ID
+const taskUsage = `usage: jobbridge task get|watch|answer|cancel [--url URL] [--poll] [--timeout D] [--header 'K: V']... ID
 
 Works on a task that already exists, by its ID (as "jobbridge call" prints
 it, or a client's handle):
 
   get     prints the task as tasks/get returns it (JSON, on stdout) and a
           one-line summary on stderr; exit status 0
-  watch   follows the task to its end as "jobbridge call" does: the same
-          status line, prompts for its input requests, retries while the
-          server cannot be reached, Ctrl-C cancels, and the same exit status
-          (1 when the tool reports an error or the task fails or is
-          cancelled)
+  watch   follows the task to its end as "jobbridge call" does: by the
+          server's push stream (or polls of tasks/get when it does not
+          stream, or with --poll), the same status line, prompts for its
+          input requests, retries while the server cannot be reached,
+          Ctrl-C cancels, and the same exit status (1 when the tool reports
+          an error or the task fails or is cancelled)
   answer  asks the task's open input requests once and sends the answers
-  cancel  sends tasks/cancel and polls for up to --timeout for the outcome;
-          exit status 0 when the task ends cancelled, 1 when it ended
-          otherwise (its result is printed) or is still running
+  cancel  sends tasks/cancel and follows the task for up to --timeout to
+          its outcome; exit status 0 when the task ends cancelled, 1 when it
+          ended otherwise (its result is printed) or is still running
+
+--poll follows by polling tasks/get only: for servers, and proxies in front
+of them, that cannot keep a streamed response open.
 
 Example:
 
@@ -38,6 +42,7 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	cmd := newCommand("task", taskUsage, stdout, stderr)
 	cmd.idArgs = true
 	cf := addClientFlags(cmd.fs)
+	cf.addPollFlag(cmd.fs)
 	positional, err := cmd.parse(args)
 	if err != nil {
 		return err

@@ -5,31 +5,47 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
 // testServer is a real in-process jobbridge serving the conformance
 // catalog against the REST job API fake, on a SQLite store that outlives
-// restarts of the server.
+// restarts of the server. Clients reach it through a front (url) that
+// counts their requests and drops every connection when the server stops,
+// as the exit of a server process does.
 type testServer struct {
 	t       *testing.T
 	catalog string
 	store   string
-	addr    string // host:port, kept across restarts
-	url     string
+	addr    string // the server's own host:port, kept across restarts
+	url     string // the front's endpoint, kept across restarts
 	fake    *jobapi.Server
-	stop    func()
+	front   *front
+	// tune, if set, changes the loaded catalog before each start.
+	tune func(*catalog.Catalog)
+	stop func()
 }
 
 func newTestServer(t *testing.T) *testServer {
+	return newTunedTestServer(t, nil)
+}
+
+// newTunedTestServer is newTestServer with tune applied to the catalog.
+func newTunedTestServer(t *testing.T, tune func(*catalog.Catalog)) *testServer {
 	t.Helper()
 	fake := jobapi.New(nil)
 	fakeURL, err := fake.Start("127.0.0.1:0")
@@ -43,6 +59,8 @@ func newTestServer(t *testing.T) *testServer {
 		store:   "sqlite:" + filepath.Join(t.TempDir(), "tasks.db"),
 		addr:    "127.0.0.1:0",
 		fake:    fake,
+		front:   &front{addr: "127.0.0.1:0", counts: map[string]int{}},
+		tune:    tune,
 	}
 	s.start()
 	t.Cleanup(func() {
@@ -53,13 +71,17 @@ func newTestServer(t *testing.T) *testServer {
 	return s
 }
 
-// start serves on s.addr (the same port again after a restart).
+// start serves on s.addr (the same port again after a restart), behind
+// the front on its same port.
 func (s *testServer) start() {
 	t := s.t
 	t.Helper()
 	cat, err := loadCatalog(s.catalog, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.tune != nil {
+		s.tune(cat)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	urls := make(chan string, 1)
@@ -75,21 +97,95 @@ func (s *testServer) start() {
 			ready:    func(u string) { urls <- u },
 		}, func(string) (string, bool) { return "", false }, io.Discard, stderr)
 	}()
+	var serverURL string
 	select {
-	case s.url = <-urls:
+	case serverURL = <-urls:
 	case err := <-done:
 		t.Fatalf("serve exited: %v\n%s", err, stderr)
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve never listened")
 	}
-	s.addr = strings.TrimSuffix(strings.TrimPrefix(s.url, "http://"), "/mcp")
+	s.addr = strings.TrimSuffix(strings.TrimPrefix(serverURL, "http://"), "/mcp")
+	s.url = s.front.open(t, serverURL)
 	s.stop = func() {
+		s.front.close()
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("serve: %v\n%s", err, stderr)
 		}
 		s.stop = nil
 	}
+}
+
+// front is a reverse proxy in front of the test server. It counts the
+// requests by their Mcp-Method header, may answer some itself (refuse),
+// and closes every connection, its listener included, when the server
+// stops.
+type front struct {
+	addr string // host:port, kept across restarts
+
+	mu     sync.Mutex
+	srv    *http.Server
+	counts map[string]int
+	// refuse, if set, answers a request itself when it returns true.
+	refuse func(w http.ResponseWriter, r *http.Request) bool
+}
+
+// open serves the front on its address, forwarding to serverURL, and
+// returns the front's endpoint.
+func (f *front) open(t *testing.T, serverURL string) string {
+	t.Helper()
+	target, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Path = ""
+	transport := &http.Transport{}
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: transport,
+		// Requests cut by close are expected.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.counts[r.Header.Get("Mcp-Method")]++
+		refuse := f.refuse
+		f.mu.Unlock()
+		if refuse != nil && refuse(w, r) {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	srv.RegisterOnShutdown(transport.CloseIdleConnections)
+	go srv.Serve(ln)
+	f.mu.Lock()
+	f.srv = srv
+	f.mu.Unlock()
+	return "http://" + f.addr + "/mcp"
+}
+
+// close drops the front's listener and connections.
+func (f *front) close() {
+	f.mu.Lock()
+	srv := f.srv
+	f.srv = nil
+	f.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// count is how many requests of method reached the front.
+func (f *front) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[method]
 }
 
 func (s *testServer) client() *taskclient.Client {
@@ -236,6 +332,7 @@ func TestCallSurvivesServerRestart(t *testing.T) {
 		done <- run(t.Context(), []string{"call", "--url", s.url, "slow_compute", `{"seconds": 3, "label": "e"}`}, strings.NewReader(""), &stdout, &stderr)
 	}()
 	waitForText(t, &stderr, "task ID: ")
+	waitForCount(t, s.front, "subscriptions/listen", 1) // on the stream when the server goes
 	s.stop()
 	waitForText(t, &stderr, "server unreachable, retrying (2)")
 	s.start()
@@ -253,6 +350,10 @@ func TestCallSurvivesServerRestart(t *testing.T) {
 	t.Logf("stderr:\n%s", stderr.String())
 	if !strings.Contains(stderr.String(), "[completed]") {
 		t.Errorf("stderr has no final status:\n%s", stderr.String())
+	}
+	// Back on the stream once the server answered again.
+	if n := s.front.count("subscriptions/listen"); n < 2 {
+		t.Errorf("%d listens; want the stream opened again after the restart", n)
 	}
 }
 
@@ -278,27 +379,6 @@ func TestCallGivesUpAfterTimeout(t *testing.T) {
 	}
 }
 
-func TestUnreachable(t *testing.T) {
-	tests := []struct {
-		status int
-		want   bool
-	}{
-		{http.StatusBadGateway, true},
-		{http.StatusServiceUnavailable, true},
-		{http.StatusGatewayTimeout, true},
-		{http.StatusInternalServerError, false},
-		{http.StatusUnauthorized, false},
-	}
-	for _, tt := range tests {
-		if got := unreachable(&taskclient.HTTPError{StatusCode: tt.status}); got != tt.want {
-			t.Errorf("HTTP %d: unreachable = %v, want %v", tt.status, got, tt.want)
-		}
-	}
-	if unreachable(&taskclient.RPCError{Code: -32602, HTTPStatus: 400}) {
-		t.Error("a JSON-RPC error is not a reason to retry")
-	}
-}
-
 func TestBackoffGrowsToItsCeiling(t *testing.T) {
 	c := &caller{}
 	for n, want := range map[int]time.Duration{1: 500 * time.Millisecond, 3: 2 * time.Second, 10: 30 * time.Second} {
@@ -307,6 +387,18 @@ func TestBackoffGrowsToItsCeiling(t *testing.T) {
 				t.Errorf("backoff(%d) = %s, want within [%s, %s]", n, got, want/2, want)
 			}
 		}
+	}
+}
+
+// waitForCount waits until at least n requests of method reached f.
+func waitForCount(t *testing.T, f *front, method string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.count(method) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %d %s requests (%d)", n, method, f.count(method))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

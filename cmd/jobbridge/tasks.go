@@ -15,19 +15,23 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/mapping/sqlite"
 )
 
-const tasksUsage = `usage: jobbridge tasks list --store URL [--state S] [--tool T] [--principal P] [--limit N]
+const tasksUsage = `usage: jobbridge tasks list --store URL [--state S[,S...]] [--tool T] [--principal P] [--correlation ID] [--limit N]
        jobbridge tasks cancel --store URL --correlation ID [--principal P]
 
 An operator's view of the task store, read directly (the server need not be
 asked, and no task ID is needed or shown: task IDs are their owners' bearer
-secrets and the store holds only their hashes).
+secrets and the store holds only their hashes). It runs beside a running
+server: a SQLite store is opened as a tool's, without the server's lock.
 
   list    prints the tasks: key (a prefix of the task ID's hash), the
           correlation ID sent to the backend, the backend's job ID, tool,
-          principal, state and age, newest first. Without --principal only
-          live tasks (working, input_required) can be listed.
+          principal, state and age, newest first. --state takes states
+          (working, input_required, completed, failed, cancelled), "live"
+          (working and input_required) or "all"; without it the live tasks
+          are listed, or all of them with --principal or --correlation.
   cancel  cancels the live task with the given correlation ID on behalf of
           its owner, recorded as an operator cancel: the task's status
           message says so and the server forwards the cancel to the backend
@@ -37,23 +41,21 @@ secrets and the store holds only their hashes).
 Example:
 
   jobbridge tasks list --store sqlite:jobbridge.db --state working
+  jobbridge tasks list --store sqlite:jobbridge.db --state completed,failed --tool deploy
   jobbridge tasks cancel --store sqlite:jobbridge.db --correlation jb-5f2c...
 
 Flags:
 `
 
-// scanLimit bounds how many rows one command reads from the store.
-const scanLimit = 100_000
-
 // runTasks implements `jobbridge tasks`.
 func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("tasks", tasksUsage, stdout, stderr)
 	storeURL := cmd.fs.String("store", os.Getenv("JOBBRIDGE_STORE"), "task store `URL`: sqlite:PATH or postgres://... (default $JOBBRIDGE_STORE)")
-	state := cmd.fs.String("state", "", "list only tasks in this `state`: working, input_required, completed, failed, cancelled")
+	state := cmd.fs.String("state", "", "list only tasks in these `states`: comma-separated working, input_required, completed, failed, cancelled; live; all")
 	tool := cmd.fs.String("tool", "", "list only tasks of this `tool`")
-	principal := cmd.fs.String("principal", "", "only tasks of this `principal` (needed to list finished tasks)")
-	limit := cmd.fs.Int("limit", 200, "print at most `N` tasks")
-	correlation := cmd.fs.String("correlation", "", "cancel: the task's correlation `ID`")
+	principal := cmd.fs.String("principal", "", "only tasks of this `principal`")
+	limit := cmd.fs.Int("limit", 200, "print at most `N` tasks (0: all)")
+	correlation := cmd.fs.String("correlation", "", "the task's correlation `ID` (cancel: required)")
 	positional, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -63,14 +65,11 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch positional[0] {
 	case "list":
-		if *correlation != "" {
-			return cmd.usageError()
-		}
-		f := taskFilter{state: mapping.Status(*state), tool: *tool, principal: *principal}
-		if err := f.check(); err != nil {
+		f, err := listFilter(*state, *tool, *principal, *correlation)
+		if err != nil {
 			return err
 		}
-		store, err := openStore(ctx, *storeURL)
+		store, err := openToolStore(ctx, *storeURL)
 		if err != nil {
 			return err
 		}
@@ -80,7 +79,7 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *correlation == "" || *state != "" || *tool != "" {
 			return cmd.usageError()
 		}
-		store, err := openStore(ctx, *storeURL)
+		store, err := openToolStore(ctx, *storeURL)
 		if err != nil {
 			return err
 		}
@@ -91,87 +90,101 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return cmd.usageError()
 }
 
-// taskFilter selects tasks of the store.
-type taskFilter struct {
-	state     mapping.Status
-	tool      string
-	principal string
-}
-
-func (f taskFilter) check() error {
-	switch f.state {
-	case "", mapping.StatusWorking, mapping.StatusInputRequired:
-	case mapping.StatusCompleted, mapping.StatusFailed, mapping.StatusCancelled:
-		if f.principal == "" {
-			return fmt.Errorf("--state %s: finished tasks can be listed per principal only (give --principal); without one the store lists live tasks", f.state)
-		}
-	default:
-		return fmt.Errorf("--state %q: want working, input_required, completed, failed or cancelled", f.state)
+// openToolStore opens the store at url for a command that runs beside the
+// server: a SQLite file is opened shared (without the server's lock, see
+// sqlite.Options) and must exist already; other stores open as the server
+// opens them.
+func openToolStore(ctx context.Context, url string) (mapping.Store, error) {
+	scheme, rest, ok := strings.Cut(url, ":")
+	if !ok || scheme != "sqlite" {
+		return openStore(ctx, url)
 	}
-	return nil
-}
-
-func (f taskFilter) match(t *mapping.Task) bool {
-	return (f.state == "" || t.Status == f.state) && (f.tool == "" || t.Tool == f.tool) &&
-		(f.principal == "" || t.Principal == f.principal)
-}
-
-// findTasks returns the tasks f selects, newest first. The store has no
-// list by filter: a principal's tasks are read page by page
-// (ListByPrincipal); without a principal the live tasks are (ListLive),
-// which leaves finished ones out.
-func findTasks(ctx context.Context, store mapping.Store, f taskFilter, now time.Time) ([]*mapping.Task, error) {
-	var all []*mapping.Task
-	if f.principal != "" {
-		var after *mapping.Cursor
-		for len(all) < scanLimit {
-			page, next, err := store.ListByPrincipal(ctx, f.principal, now, after, mapping.MaxListLimit)
-			if err != nil {
-				return nil, err
-			}
-			all = append(all, page...)
-			if next == nil {
-				break
-			}
-			after = next
-		}
-	} else {
-		live, err := store.ListLive(ctx, now, scanLimit)
-		if err != nil {
-			return nil, err
-		}
-		all = live
+	path := strings.TrimPrefix(rest, "//")
+	if path == "" {
+		return nil, fmt.Errorf("--store %q: missing path", url)
 	}
-	var out []*mapping.Task
-	for _, t := range all {
-		if f.match(t) {
-			out = append(out, t)
-		}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w (a server creates it on its first start)", path, err)
 	}
-	slices.SortStableFunc(out, func(a, b *mapping.Task) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return out, nil
-}
-
-// listTasks prints the tasks f selects as a table.
-func listTasks(ctx context.Context, store mapping.Store, f taskFilter, limit int, now time.Time, w io.Writer) error {
-	tasks, err := findTasks(ctx, store, f, now)
+	s, err := sqlite.Open(ctx, path, &sqlite.Options{Shared: true})
 	if err != nil {
-		return fmt.Errorf("listing tasks: %w", err)
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
+	return s, nil
+}
+
+// liveStatuses are the states of tasks that have not ended.
+var liveStatuses = []mapping.Status{mapping.StatusWorking, mapping.StatusInputRequired}
+
+// listFilter returns the store filter of the list flags. Without --state
+// it selects the live tasks, or every task of a principal or correlation
+// ID, as earlier builds listed them.
+func listFilter(state, tool, principal, correlation string) (mapping.Filter, error) {
+	f := mapping.Filter{Tool: tool, Principal: principal, CorrelationID: correlation}
+	switch state {
+	case "":
+		if principal == "" && correlation == "" {
+			f.Status = liveStatuses
+		}
+		return f, nil
+	case "all":
+		return f, nil
+	}
+	for _, s := range strings.Split(state, ",") {
+		s = strings.TrimSpace(s)
+		switch st := mapping.Status(s); {
+		case s == "live":
+			f.Status = append(f.Status, liveStatuses...)
+		case st.Valid():
+			f.Status = append(f.Status, st)
+		default:
+			return mapping.Filter{}, fmt.Errorf("--state %q: want working, input_required, completed, failed or cancelled (comma-separated), live or all", s)
+		}
+	}
+	slices.Sort(f.Status)
+	f.Status = slices.Compact(f.Status)
+	return f, nil
+}
+
+// listTasks prints at most limit (0: every one) of the tasks f selects as
+// a table, newest first, reading them from the store page by page.
+func listTasks(ctx context.Context, store mapping.Store, f mapping.Filter, limit int, now time.Time, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tCORRELATION\tJOB\tTOOL\tPRINCIPAL\tSTATE\tAGE")
-	for i, t := range tasks {
-		if limit > 0 && i == limit {
+	var (
+		after   *mapping.Cursor
+		printed int
+		more    bool
+	)
+	for {
+		page := mapping.MaxListLimit
+		if limit > 0 {
+			// One more than is left to print tells whether more follow.
+			page = min(limit-printed+1, mapping.MaxListLimit)
+		}
+		tasks, next, err := store.List(ctx, f, now, after, page)
+		if err != nil {
+			return fmt.Errorf("listing tasks: %w", err)
+		}
+		for _, t := range tasks {
+			if limit > 0 && printed == limit {
+				more = true
+				break
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", keyPrefix(t.Key), orDash(sanitize(t.CorrelationID)), orDash(jobID(t)),
+				sanitize(t.Tool), orDash(sanitize(t.Principal)), t.Status, now.Sub(t.CreatedAt).Round(time.Second))
+			printed++
+		}
+		if more || next == nil {
 			break
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", keyPrefix(t.Key), orDash(t.CorrelationID), orDash(jobID(t)),
-			sanitize(t.Tool), orDash(sanitize(t.Principal)), t.Status, now.Sub(t.CreatedAt).Round(time.Second))
+		after = next
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if limit > 0 && len(tasks) > limit {
-		fmt.Fprintf(w, "(%d more not shown; raise --limit or narrow the filter)\n", len(tasks)-limit)
+	if more {
+		fmt.Fprintf(w, "(more tasks match; raise --limit or narrow the filter)\n")
 	}
 	return nil
 }
@@ -180,9 +193,12 @@ func listTasks(ctx context.Context, store mapping.Store, f taskFilter, limit int
 // tell tasks apart in a listing; it matches the bridge's log lines.
 func keyPrefix(k mapping.Key) string { return hex.EncodeToString(k[:6]) }
 
-// jobID is the backend's job ID from the task's job reference, "" before
-// the job is submitted.
+// jobID is the backend's job ID of the task (from its job reference if the
+// row has none of its own), "" before the job is submitted.
 func jobID(t *mapping.Task) string {
+	if t.JobID != "" {
+		return sanitize(t.JobID)
+	}
 	var ref adapters.JobRef
 	if len(t.JobRef) == 0 || json.Unmarshal(t.JobRef, &ref) != nil {
 		return ""
@@ -198,31 +214,48 @@ func orDash(s string) string {
 }
 
 // operatorCancelMessage is the status message of a task an operator
-// cancelled, until the server reports the cancel's progress.
-const operatorCancelMessage = "cancelled by an operator (jobbridge tasks cancel); the cancel is forwarded to the backend"
+// cancelled, until the server reports the cancel's progress. Like every
+// pending-cancel note it begins with "cancellation ", which the server
+// keeps in front of the job's own status; the task's CancelBy makes the
+// server's later notes and the final message name the operator.
+const operatorCancelMessage = "cancellation requested by an operator (jobbridge tasks cancel); the server forwards it to the backend"
 
 // operatorCancel records a cancel of the live task with the given
-// correlation ID as the server's tasks/cancel would, for the server to
-// forward: a pending cancel (requested, not forwarded) with the row marked
-// for observation, which the next sweep picks up and forwards. A task
-// still waiting for confirmation, with no job, ends cancelled at once.
+// correlation ID (of principal, if not empty) as the server's tasks/cancel
+// would, for the server to forward: a pending cancel (requested by
+// mapping.CancelByOperator, not forwarded) with the row marked for
+// observation, which the next sweep picks up and forwards. A task still
+// waiting for confirmation, with no job, ends cancelled at once.
 func operatorCancel(ctx context.Context, store mapping.Store, correlation, principal string, now func() time.Time, w io.Writer) error {
-	tasks, err := findTasks(ctx, store, taskFilter{principal: principal}, now())
+	// Correlation IDs are unique; a few rows are enough to tell if not.
+	found, _, err := store.List(ctx, mapping.Filter{CorrelationID: correlation, Principal: principal}, now(), nil, 10)
 	if err != nil {
 		return fmt.Errorf("finding the task: %w", err)
 	}
-	var task *mapping.Task
-	for _, t := range tasks {
-		if t.CorrelationID == correlation {
-			task = t
-			break
+	var live []*mapping.Task
+	for _, t := range found {
+		if !t.Status.Terminal() {
+			live = append(live, t)
 		}
 	}
-	if task == nil {
-		if principal == "" {
-			return fmt.Errorf("no live task has correlation ID %q (a finished task is listed with --principal)", correlation)
+	var task *mapping.Task
+	switch {
+	case len(live) == 1:
+		task = live[0]
+	case len(live) > 1:
+		var owners []string
+		for _, t := range live {
+			owners = append(owners, orDash(sanitize(t.Principal)))
 		}
+		return fmt.Errorf("%d live tasks have correlation ID %q (principals %s): give --principal", len(live), correlation, strings.Join(owners, ", "))
+	case len(found) == 0 && principal == "":
+		return fmt.Errorf("no task has correlation ID %q", correlation)
+	case len(found) == 0:
 		return fmt.Errorf("principal %q has no task with correlation ID %q", principal, correlation)
+	case principal == "":
+		return fmt.Errorf("no live task has correlation ID %q: it has ended (%s)", correlation, found[0].Status)
+	default:
+		task = found[0]
 	}
 	for range 20 {
 		if task.Status.Terminal() {
@@ -231,6 +264,12 @@ func operatorCancel(ctx context.Context, store mapping.Store, correlation, princ
 		}
 		at := now().UTC()
 		t := task.Clone()
+		if t.CancelRequestedAt == nil {
+			// The first to ask is recorded; a cancel the client asked
+			// for already stays the client's.
+			t.CancelRequestedAt = &at
+			t.CancelBy = mapping.CancelByOperator
+		}
 		if t.Phase == mapping.PhaseConfirming {
 			// Nothing was submitted: end it as the server ends a cancelled
 			// confirmation (an outcome with neither result nor error).
@@ -239,9 +278,6 @@ func operatorCancel(ctx context.Context, store mapping.Store, correlation, princ
 			t.InputRequests, t.Args = nil, nil
 			t.Outcome = json.RawMessage(`{}`)
 		} else {
-			if t.CancelRequestedAt == nil {
-				t.CancelRequestedAt = &at
-			}
 			t.StatusMessage = operatorCancelMessage
 			// Observed afresh on the next sweep, which forwards the cancel.
 			t.ObservedAt = nil

@@ -26,7 +26,7 @@ func BenchmarkCreateParallel(b *testing.B) {
 // check of createQuery.
 const floorInsert = `INSERT INTO tasks (` + columns + `) VALUES (
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
+	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
 
 // floorInsertArgs returns floorInsert's arguments for t.
 func floorInsertArgs(t *mapping.Task) []any {
@@ -36,7 +36,7 @@ func floorInsertArgs(t *mapping.Task) []any {
 		ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
-		tsPtr(t.SubmittedAt), blob(t.SealedID),
+		tsPtr(t.SubmittedAt), blob(t.SealedID), t.JobID, tsPtr(t.EventAt), t.CancelBy,
 	}
 }
 

@@ -72,6 +72,30 @@
 // lease of a replica that restarts under the same name, and [Store.Now]
 // reads the database's clock, which the replicas share.
 //
+// # Change feed
+//
+// Subscribe reports the writes of every replica. A trigger on the tasks
+// table (migration 0008) calls pg_notify in the transaction of each insert
+// and each update of a task's version, with the payload "KEY:VERSION" (the
+// key in hex), so that the notification goes out at commit and never for a
+// write that rolled back. The channel is named after the schema that holds
+// the table: "jobbridge.tasks." and the schema's name, or a hash of it when
+// that would exceed PostgreSQL's 63 bytes (see changesChannel).
+// Notifications never cross databases, so stores on different databases
+// or schemas of one server do not hear one another.
+//
+// Each Store keeps one connection of its own, outside the pool and its
+// MaxConns, that LISTENs on the channel. It waits for notifications for at
+// most a heartbeat at a time and then pings the server, so that a
+// connection that died silently is noticed; on any loss it reconnects with
+// backoff, LISTENs again and then publishes a Change with Resync set, since
+// notifications sent while it was away are lost. The writes made through
+// the Store itself are published as soon as their batch commits, in commit
+// order, and their notifications (recognised by the sending backend's
+// process ID, one of the pool's connections) are skipped; the writes of
+// other Stores arrive as the notifications do. Subscribers compare
+// versions: a remote change may arrive before or after a local one.
+//
 // # Connection string
 //
 // Open takes a PostgreSQL URL (postgres://user:password@host:5432/db?...) or
@@ -88,8 +112,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +133,7 @@ import (
 type Options struct {
 	// MaxConns caps the connection pool. Zero keeps the connection
 	// string's pool_max_conns, or else pgx's default (4, or the number of
-	// CPUs if more).
+	// CPUs if more). The change listener's connection comes on top.
 	MaxConns int32
 }
 
@@ -116,6 +144,15 @@ type Store struct {
 	// commits batches Create and Update into shared transactions, one
 	// pool connection per batch.
 	commits *groupcommit.Committer[*writeTx]
+
+	// feed publishes the changes of this store (at commit) and of the
+	// others (as the listener hears them) to subscribers.
+	feed mapping.Feed
+	// own holds the backend process IDs of the pool's connections, whose
+	// notifications the listener skips: feed had them at commit.
+	own *pidSet
+	// listener LISTENs for the changes of other stores.
+	listener *listener
 
 	closeOnce sync.Once
 }
@@ -171,6 +208,12 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
 	}
+	own := &pidSet{pids: map[uint32]struct{}{}}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		own.add(c.PgConn().PID())
+		return nil
+	}
+	cfg.BeforeClose = func(c *pgx.Conn) { own.remove(c.PgConn().PID()) }
 	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 
 	ms, err := loadMigrations(migrationFiles)
@@ -185,9 +228,69 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("opening postgres store %s: %w", where, err)
 	}
-	s := &Store{pool: pool}
+	var schema string
+	if err := pool.QueryRow(ctx, tableSchemaQuery).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening postgres store %s: reading the schema of tasks: %w", where, err)
+	}
+	s := &Store{pool: pool, own: own}
+	s.listener, err = listen(ctx, cfg.ConnConfig.Copy(), changesChannel(schema), &s.feed, own, listenTimings{})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening postgres store %s: listening for changes: %w", where, err)
+	}
 	s.commits = groupcommit.New(s.begin, groupcommit.Options{MaxBatch: maxBatch})
 	return s, nil
+}
+
+// tableSchemaQuery reads the name of the schema holding the tasks table the
+// store's statements resolve to (through search_path), the one whose
+// channel its trigger notifies.
+const tableSchemaQuery = `SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = 'tasks'::regclass`
+
+// channelPrefix begins the name of every change channel.
+const channelPrefix = "jobbridge.tasks."
+
+// maxChannelLen is the longest channel name (an identifier) PostgreSQL
+// takes: NAMEDATALEN-1 bytes.
+const maxChannelLen = 63
+
+// changesChannel returns the channel the tasks table of schema notifies,
+// as the trigger of migration 0008 names it: channelPrefix and the
+// schema's name, or, when that is longer than maxChannelLen bytes,
+// channelPrefix and the first 32 hex digits of the name's SHA-256.
+func changesChannel(schema string) string {
+	if c := channelPrefix + schema; len(c) <= maxChannelLen {
+		return c
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return channelPrefix + hex.EncodeToString(sum[:])[:32]
+}
+
+// pidSet is a set of backend process IDs, safe for concurrent use.
+type pidSet struct {
+	mu   sync.Mutex
+	pids map[uint32]struct{}
+}
+
+func (p *pidSet) add(pid uint32) {
+	p.mu.Lock()
+	p.pids[pid] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *pidSet) remove(pid uint32) {
+	p.mu.Lock()
+	delete(p.pids, pid)
+	p.mu.Unlock()
+}
+
+func (p *pidSet) has(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.pids[pid]
+	return ok
 }
 
 // writeTx is the read committed transaction of one group commit batch. It
@@ -197,6 +300,10 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 // a write without one.
 type writeTx struct {
 	tx pgx.Tx
+	s  *Store
+	// changes are the Creates and Updates of the batch that succeeded,
+	// published once the batch commits.
+	changes []mapping.Change
 	// pending are the savepoint statements not sent yet, in order.
 	pending []string
 	// broken is the error of a savepoint statement that failed: the
@@ -222,7 +329,7 @@ func (s *Store) begin(ctx context.Context) (*writeTx, error) {
 		return nil, err
 	}
 	// The first write carries the setting to the server.
-	return &writeTx{tx: tx, pending: []string{setLockTimeout}}, nil
+	return &writeTx{tx: tx, s: s, pending: []string{setLockTimeout}}, nil
 }
 
 // setLockTimeout sets lockTimeout for a batch's transaction.
@@ -361,7 +468,21 @@ func (w *writeTx) Commit(ctx context.Context) error {
 		_ = w.tx.Rollback(ctx)
 		return err
 	}
-	return w.tx.Commit(ctx)
+	if err := w.tx.Commit(ctx); err != nil {
+		return err
+	}
+	// On the committer's goroutine, so in commit order, before the
+	// writers are answered.
+	for _, c := range w.changes {
+		w.s.feed.Publish(c)
+	}
+	return nil
+}
+
+// changed records a write's change, to be published if the batch commits.
+// A write calls it last, once nothing can fail it any more.
+func (w *writeTx) changed(key mapping.Key, version int64) {
+	w.changes = append(w.changes, mapping.Change{Key: key, Version: version})
 }
 
 // Rollback implements groupcommit.Tx.
@@ -394,7 +515,8 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, cancel_sent_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version, submitted_at, sealed_id`
+	observation, observed_at, missing_since, outcome, version, submitted_at, sealed_id,
+	job_id, event_at, cancel_by`
 
 // liveCondition selects the tasks in the tasks_live index, the live ones.
 const liveCondition = `status IN ('working', 'input_required')`
@@ -442,7 +564,7 @@ const createQuery = `WITH slot AS (
 	), inserted AS (
 		INSERT INTO tasks (` + columns + `)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-			$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31
+			$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31, $34, $35, $36
 		FROM admitted
 		RETURNING 1
 	)
@@ -463,7 +585,7 @@ const updateQuery = `UPDATE tasks SET
 	cancel_requested_at = $16, cancel_forwarded_at = $17, cancel_sent_at = $18,
 	input_requests = $19, answered_keys = $20,
 	observation = $21, observed_at = $22, missing_since = $23, outcome = $24, submitted_at = $27,
-	sealed_id = $28, version = version + 1
+	sealed_id = $28, job_id = $29, event_at = $30, cancel_by = $31, version = version + 1
 	WHERE key = $25 AND version = $26 AND ` + notTerminal
 
 // getQuery reads a task by primary key.
@@ -494,6 +616,25 @@ const listPrincipalAfterQuery = `SELECT ` + columns + ` FROM tasks
 
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= $1`
+
+// findJobQuery reads the unexpired (at $3) tasks of backend $1 and job $2
+// from the tasks_job index.
+const findJobQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE backend = $1 AND job_id = $2 AND job_id <> '' AND expires_at > $3
+	ORDER BY created_at, key`
+
+// claimDeliveryQuery claims delivery ($1, $2) at $3: it inserts the claim,
+// or takes over one made at or before $4 (a claim that no longer counts);
+// it changes no row when a claim that counts exists. A concurrent claim of
+// the same delivery waits for this one's transaction and then, under read
+// committed, sees the committed claim and changes nothing.
+const claimDeliveryQuery = `INSERT INTO deliveries AS d (source, id, claimed_at) VALUES ($1, $2, $3)
+	ON CONFLICT (source, id) DO UPDATE SET claimed_at = excluded.claimed_at
+	WHERE d.claimed_at <= $4`
+
+// purgeDeliveriesQuery forgets the claims made at or before $1, along the
+// deliveries_claimed index.
+const purgeDeliveriesQuery = `DELETE FROM deliveries WHERE claimed_at <= $1`
 
 // clock is the SQL time of ClaimLive: its $1 argument, or the database's
 // clock (the transaction's start, which for a single statement is when it
@@ -551,6 +692,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.Crea
 		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
 		max(limits.MaxLive, 0), tsPtr(t.SubmittedAt), blob(t.SealedID),
 		max(limits.PerMinute, 0), mapping.RateWindowOf(t.CreatedAt),
+		t.JobID, tsPtr(t.EventAt), t.CancelBy,
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
 		var live, inserted bool
@@ -563,6 +705,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.Crea
 		case !inserted:
 			return mapping.ErrRateLimit
 		}
+		tx.changed(t.Key, t.Version)
 		return nil
 	})
 	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) && !errors.Is(err, mapping.ErrRateLimit) {
@@ -603,6 +746,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome),
 		t.Key[:], t.Version, tsPtr(t.SubmittedAt), blob(t.SealedID),
+		t.JobID, tsPtr(t.EventAt), t.CancelBy,
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
 		tag, err := tx.Exec(ctx, updateQuery, args...)
@@ -612,6 +756,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		if tag.RowsAffected() == 0 {
 			return mapping.ErrConflict
 		}
+		tx.changed(t.Key, t.Version+1)
 		return nil
 	})
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == serializationFailure {
@@ -673,6 +818,113 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 	return tasks, mapping.CursorOf(tasks[limit-1]), nil
 }
 
+// List returns up to limit (1 to mapping.MaxListLimit) of the tasks of any
+// principal that match f and have not expired at now, newest first (then
+// by key), beginning after the cursor after (nil: from the newest), and the
+// cursor of the page's last task, or nil if no task follows it, in one
+// statement (one snapshot). Filtered by principal it walks the
+// tasks_principal_created index from the cursor; by correlation ID it
+// searches tasks_correlation; otherwise it reads the unexpired tasks.
+func (s *Store) List(ctx context.Context, f mapping.Filter, now time.Time, after *mapping.Cursor, limit int) ([]*mapping.Task, *mapping.Cursor, error) {
+	query, args, err := listQuery(f, now, after, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	tasks, err := s.queryTasks(ctx, query, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	if len(tasks) <= limit {
+		return tasks, nil, nil
+	}
+	tasks = tasks[:limit]
+	return tasks, mapping.CursorOf(tasks[limit-1]), nil
+}
+
+// listQuery builds List's query, which reads one row more than limit to
+// know whether one follows. Statuses are checked against the five and
+// written into the query as literals; every other value is a parameter.
+func listQuery(f mapping.Filter, now time.Time, after *mapping.Cursor, limit int) (string, []any, error) {
+	if limit < 1 || limit > mapping.MaxListLimit {
+		return "", nil, fmt.Errorf("limit %d is not between 1 and %d", limit, mapping.MaxListLimit)
+	}
+	var b strings.Builder
+	args := []any{ts(now)}
+	param := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	b.WriteString(`SELECT ` + columns + ` FROM tasks WHERE expires_at > $1`)
+	if len(f.Status) > 0 {
+		b.WriteString(` AND status IN (`)
+		for i, st := range f.Status {
+			if !st.Valid() {
+				return "", nil, fmt.Errorf("unknown status %q", st)
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(`'` + string(st) + `'`)
+		}
+		b.WriteString(`)`)
+	}
+	for _, c := range []struct{ column, value string }{
+		{"principal", f.Principal}, {"tool", f.Tool}, {"correlation_id", f.CorrelationID},
+	} {
+		if c.value != "" {
+			b.WriteString(` AND ` + c.column + ` = ` + param(c.value))
+		}
+	}
+	if after != nil {
+		at := param(ts(after.CreatedAt))
+		b.WriteString(` AND created_at <= ` + at + ` AND (created_at < ` + at + ` OR key > ` + param(after.Key[:]) + `)`)
+	}
+	b.WriteString(` ORDER BY created_at DESC, key LIMIT ` + param(limit+1))
+	return b.String(), args, nil
+}
+
+// FindByJob returns the tasks of backend's job jobID that have not expired
+// at now, oldest first, from the tasks_job index. An empty jobID matches
+// no task.
+func (s *Store) FindByJob(ctx context.Context, backend, jobID string, now time.Time) ([]*mapping.Task, error) {
+	if jobID == "" {
+		return nil, nil
+	}
+	tasks, err := s.queryTasks(ctx, findJobQuery, backend, jobID, ts(now))
+	if err != nil {
+		return nil, fmt.Errorf("finding the tasks of job %s: %w", jobID, err)
+	}
+	return tasks, nil
+}
+
+// ClaimDelivery claims the pushed event id from source at now and reports
+// whether it is the first claim that counts (see mapping.Store): one
+// statement, sharing its commit with the concurrent writes of the store;
+// concurrent claims of one delivery on any replica queue on its key, and
+// exactly one of them inserts. Replicas compare claim times, so they
+// should pass the same clock (their own, kept in sync, or Now's).
+func (s *Store) ClaimDelivery(ctx context.Context, source, id string, now time.Time) (bool, error) {
+	var first bool
+	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
+		tag, err := tx.Exec(ctx, claimDeliveryQuery, source, id, ts(now), ts(now.Add(-mapping.DeliveryRetention)))
+		if err != nil {
+			return err
+		}
+		first = tag.RowsAffected() > 0
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("claiming delivery %s: %w", id, err)
+	}
+	return first, nil
+}
+
+// Subscribe calls fn with each Create and Update of any store on the
+// database once it committed (see mapping.Store and the package comment).
+func (s *Store) Subscribe(fn func(mapping.Change)) (unsubscribe func()) {
+	return s.feed.Subscribe(fn)
+}
+
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
 // Get no longer returns) and returns how many it deleted. It deletes them in
 // one statement, which also frees the live-task slots of those that were
@@ -681,13 +933,18 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 // most once between them.
 //
 // First it deletes the creation counts of the rate windows that ended by
-// now, in a statement of its own (holding no lock on a live count, so that
-// it never deadlocks with a Create): a Create of a task created since
-// starts its window afresh over such a row anyway, so that deleting them
-// changes nothing such a Create sees, even when the tasks' delete fails.
+// now and the delivery claims that no longer count, each in a statement of
+// its own (holding no lock on a live count, so that it never deadlocks with
+// a Create): a Create of a task created since starts its window afresh
+// over such a row anyway, and a ClaimDelivery takes such a claim over, so
+// that deleting them changes nothing either sees, even when the tasks'
+// delete fails.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	if _, err := s.pool.Exec(ctx, purgeCountsQuery, mapping.RateWindowOf(now)); err != nil {
 		return 0, fmt.Errorf("purging creation counts: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, purgeDeliveriesQuery, ts(now.Add(-mapping.DeliveryRetention))); err != nil {
+		return 0, fmt.Errorf("purging delivery claims: %w", err)
 	}
 	var n int64
 	err := s.readCommitted(ctx, func(tx pgx.Tx) error {
@@ -802,12 +1059,15 @@ func (s *Store) readCommitted(ctx context.Context, fn func(pgx.Tx) error) error 
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
-// Close waits for the writes already queued to commit, then closes the
-// connection pool, waiting for queries in progress to end; Create and
-// Update called after Close fail. Further calls do nothing and return nil.
+// Close waits for the writes already queued to commit, stops the listener,
+// ends the subscriptions, then closes the connection pool, waiting for
+// queries in progress to end; Create and Update called after Close fail.
+// Further calls do nothing and return nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		_ = s.commits.Close()
+		s.listener.close()
+		s.feed.Close()
 		s.pool.Close()
 	})
 	return nil
@@ -843,7 +1103,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		createdAt, updatedAt, expiresAt                                 time.Time
 		ttl, pollInterval                                               int64
 		cancelRequestedAt, cancelForwardedAt, cancelSentAt, submittedAt *time.Time
-		observedAt, missingSince                                        *time.Time
+		observedAt, missingSince, eventAt                               *time.Time
 		args, jobRef, inputRequests, answeredKeys, observation, outcome []byte
 		sealedID                                                        []byte
 	)
@@ -853,6 +1113,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		&createdAt, &updatedAt, &ttl, &expiresAt, &pollInterval,
 		&cancelRequestedAt, &cancelForwardedAt, &cancelSentAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version, &submittedAt, &sealedID,
+		&t.JobID, &eventAt, &t.CancelBy,
 	)
 	if err != nil {
 		return nil, err
@@ -874,6 +1135,7 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 	t.SubmittedAt = utcPtr(submittedAt)
 	t.ObservedAt = utcPtr(observedAt)
 	t.MissingSince = utcPtr(missingSince)
+	t.EventAt = utcPtr(eventAt)
 	// pgx scans NULL as nil and an empty BYTEA as a non-nil empty slice,
 	// each into its own copy.
 	t.Args = args

@@ -73,6 +73,13 @@ func TestStoreContract(t *testing.T) {
 			}
 			return openAt(t, dsn.(string))
 		},
+		Peer: func(t *testing.T, s mapping.Store) mapping.Store {
+			dsn, ok := dsns.Load(s)
+			if !ok {
+				t.Fatal("Peer of a store the harness did not open")
+			}
+			return openAt(t, dsn.(string))
+		},
 	})
 }
 
@@ -86,6 +93,7 @@ func task(id string, now time.Time) *mapping.Task {
 		ArgsDigest:    "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef",
 		Backend:       "rest",
 		JobRef:        json.RawMessage(`{"id":"job-1"}`),
+		JobID:         "job-1",
 		CorrelationID: "corr-" + id,
 		Phase:         mapping.PhaseSubmitted,
 		Status:        mapping.StatusWorking,
@@ -203,7 +211,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	if diff := cmp.Diff(want, queryColumn[int](t, db, `SELECT version FROM schema_migrations ORDER BY version`)); diff != "" {
 		t.Errorf("applied migrations mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"create_counts", "live_counts", "schema_migrations", "tasks"}, tables(t, db)); diff != "" {
+	if diff := cmp.Diff([]string{"create_counts", "deliveries", "live_counts", "schema_migrations", "tasks"}, tables(t, db)); diff != "" {
 		t.Errorf("tables mismatch (-want +got):\n%s", diff)
 	}
 	// Every replica sees the others' writes.
@@ -673,8 +681,10 @@ func TestConcurrentLoad(t *testing.T) {
 // on a table of realistic shape (many finished tasks, few live ones), so
 // that its cost does not grow with the table: Get by primary key, ListLive
 // by walking tasks_live in order without sorting, ClaimLive from
-// tasks_live, PurgeExpired from tasks_expires_at, ListByPrincipal by
-// walking tasks_principal_created in order without sorting.
+// tasks_live, PurgeExpired from tasks_expires_at, ListByPrincipal (and List
+// by principal) by walking tasks_principal_created in order without
+// sorting, FindByJob from tasks_job and List by correlation ID from
+// tasks_correlation.
 func TestQueriesUseIndexes(t *testing.T) {
 	const rows = 20000 // one in 20 live
 	s := openFresh(t)
@@ -685,7 +695,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 			CASE WHEN i % 20 = 0 THEN 'working' ELSE 'completed' END, '',
 			$1::timestamptz - i * interval '1 second', $1, 86400000, $1::timestamptz + interval '1 day' - i * interval '1 second', 5000,
 			NULL, NULL, NULL, NULL, NULL,
-			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL, NULL
+			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL, NULL,
+			'job-' || i, NULL, ''
 		FROM generate_series(1, `+fmt.Sprint(rows)+`) AS i`, now); err != nil {
 		t.Fatal(err)
 	}
@@ -706,6 +717,30 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"PurgeExpired", purgeQuery, []any{now}, "tasks_expires_at", true},
 		{"ListByPrincipal", listPrincipalQuery, []any{"alice", now, 101}, "tasks_principal_created", true},
 		{"ListByPrincipal after a cursor", listPrincipalAfterQuery, []any{"alice", now, 101, now.Add(-time.Hour), key[:]}, "tasks_principal_created", true},
+		{"FindByJob", findJobQuery, []any{"rest", "job-7", now}, "tasks_job", false},
+	}
+	for _, l := range []struct {
+		name      string
+		filter    mapping.Filter
+		after     *mapping.Cursor
+		wantIndex string
+		noSort    bool
+	}{
+		{"List by principal", mapping.Filter{Principal: "alice"}, nil, "tasks_principal_created", true},
+		{"List by principal after a cursor", mapping.Filter{Principal: "alice", Tool: "deploy"}, &mapping.Cursor{CreatedAt: now.Add(-time.Hour), Key: key}, "tasks_principal_created", true},
+		{"List by correlation ID", mapping.Filter{CorrelationID: "corr-7", Status: []mapping.Status{mapping.StatusWorking}}, nil, "tasks_correlation", false},
+	} {
+		query, args, err := listQuery(l.filter, now, l.after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, struct {
+			name      string
+			query     string
+			args      []any
+			wantIndex string
+			noSort    bool
+		}{l.name, query, args, l.wantIndex, l.noSort})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -830,7 +865,8 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 					SELECT sha256(('bench-' || i)::bytea), 'alice', 'deploy', '', NULL, '', '',
 						'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
 						$1, $1, 3600000, $1::timestamptz + interval '1 hour', 5000,
-						NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL
+						NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL,
+						'', NULL, ''
 					FROM generate_series(1, $2::int) AS i`, now, live); err != nil {
 					b.Fatal(err)
 				}
@@ -849,5 +885,87 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// TestUpgradeFindsJobIDs opens a database written before the store kept job
+// IDs: each task's job ID is read from its job reference (when it is UTF-8
+// JSON with a string or number "id"), and FindByJob finds it.
+func TestUpgradeFindsJobIDs(t *testing.T) {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []schemaStep
+	for _, m := range ms {
+		if m.Name == "0008_jobs_deliveries_changes.sql" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(ms) {
+		t.Fatal("no 0008_jobs_deliveries_changes.sql migration")
+	}
+	dsn := newDatabase(t)
+	old, err := pgxpool.New(t.Context(), dsn) // a build of that time
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := migrate(t.Context(), old, before); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		ref    []byte
+		wantID string
+	}{
+		{"string id", []byte(`{"id":"job-1","data":{"url":"/jobs/1"}}`), "job-1"},
+		{"numeric id", []byte(`{"id":42}`), "42"},
+		{"non-ASCII id", []byte(`{"id":"j\u00e9b"}`), "jéb"},
+		{"no id", []byte(`{"data":{}}`), ""},
+		{"object id", []byte(`{"id":{"run":1}}`), ""},
+		{"not an object", []byte(`["id"]`), ""},
+		{"not JSON", []byte(`id=job-1`), ""},
+		{"not UTF-8", []byte("{\"id\":\"\xff\xfe\"}"), ""},
+		{"empty", []byte{}, ""},
+		{"not submitted", nil, ""},
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var names []string
+	for _, c := range strings.Split(columns, ",") {
+		if c = strings.TrimSpace(c); c == "job_id" {
+			break
+		}
+		names = append(names, c)
+	}
+	cols, n := strings.Join(names, ", "), len(names)
+	params := make([]string, n)
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	insert := `INSERT INTO tasks (` + cols + `) VALUES (` + strings.Join(params, ", ") + `)`
+	for i, c := range cases {
+		tk := task(fmt.Sprintf("old-%d", i), now)
+		tk.JobRef = c.ref
+		if _, err := old.Exec(t.Context(), insert, floorInsertArgs(tk)[:n]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+
+	s := openAt(t, dsn)
+	for i, c := range cases {
+		got, err := s.Get(t.Context(), mapping.KeyOf(fmt.Sprintf("old-%d", i)), "alice", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.JobID != c.wantID || got.EventAt != nil || got.CancelBy != "" {
+			t.Errorf("%s: after the upgrade job ID %q, event at %v, cancel by %q; want %q, nil, empty", c.name, got.JobID, got.EventAt, got.CancelBy, c.wantID)
+		}
+	}
+	found, err := s.FindByJob(t.Context(), "rest", "job-1", now)
+	if err != nil || len(found) != 1 || found[0].Key != mapping.KeyOf("old-0") {
+		t.Errorf("FindByJob of an upgraded task = %v, %v; want old-0", found, err)
 	}
 }

@@ -66,3 +66,24 @@ func migrate(ctx context.Context, db *sql.DB, ms []schemaStep) (err error) {
 	}
 	return nil
 }
+
+// checkSchema checks, without changing anything, that db has the schema of
+// the newest of ms: a Shared store opened while the server of another
+// build (the process pid, 0 if unknown) holds the file must not migrate it
+// under that server, nor write to a schema it does not know.
+func checkSchema(ctx context.Context, db *sql.DB, ms []schemaStep, pid int) error {
+	var current int
+	err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current)
+	if err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if newest := ms[len(ms)-1].Version; current != newest {
+		server := "the server that holds it"
+		if pid > 0 {
+			server = fmt.Sprintf("the server that holds it (pid %d)", pid)
+		}
+		return fmt.Errorf("database schema version %d is not this build's (%d), and %s migrates it: use the jobbridge build of that server, or stop it and run this one again",
+			current, newest, server)
+	}
+	return nil
+}

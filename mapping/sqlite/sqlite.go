@@ -3,9 +3,28 @@
 //
 // One process owns the file. The store writes through one connection and
 // reads through a small pool of read-only connections; SQLite in WAL mode
-// lets those reads run while a write commits. Several processes opening the
-// same file would not corrupt it, but they would contend for the write lock:
-// deployments with several replicas use mapping/postgres.
+// lets those reads run while a write commits. Deployments with several
+// replicas use mapping/postgres.
+//
+// # One server per file
+//
+// Open takes an exclusive lock (flock) on a sidecar file, the database's
+// path with ".lock" appended, and holds it until Close; the lock file holds
+// the owner's process ID. A second Open of the same file, by another
+// process or by this one, is refused with an error wrapping ErrInUse that
+// names the file and that process: two servers on one file would both sweep
+// and poll the same jobs. Tools that read or mark a few rows while the
+// server runs (jobbridge tasks) open the file with Options.Shared, which
+// takes no lock; SQLite itself serialises their writes with the server's.
+// The lock is the kernel's, so a process that dies frees it. (On systems
+// without flock there is no lock and no check.)
+//
+// # Change feed
+//
+// Subscribe reports the writes made through this Store: the batch that
+// commits them publishes them to a mapping.Feed once the commit succeeded,
+// in commit order, before the writers are answered. Writes by other
+// processes on the file (a Shared tool's) are not reported.
 //
 // Every write is durable when it returns (synchronous=FULL). Concurrent
 // Creates and Updates share commits (mapping/groupcommit): the writes that
@@ -50,6 +69,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,8 +90,21 @@ const readConns = 4
 // maxBatch bounds the writes that share one commit.
 const maxBatch = 256
 
-// Options tunes a Store. The zero value (or nil) is the default.
-type Options struct{}
+// Options tunes a Store. The zero value (or nil) is the default: a server's
+// store, which holds the file's lock.
+type Options struct {
+	// Shared opens the store for a tool that runs beside the server (an
+	// operator's command), not for a server: it takes no lock, so it opens
+	// while a server holds the file, and its writes queue with the server's
+	// on SQLite's own write lock. When no server holds the file it brings
+	// the schema up to date as a server would; when one does, it leaves the
+	// schema alone and refuses a file whose schema is not this build's.
+	Shared bool
+}
+
+// ErrInUse is wrapped by the error Open returns for a file that another
+// store (of another process, or of this one) holds open as a server.
+var ErrInUse = errors.New("in use")
 
 // Store is a mapping.Store backed by one SQLite database file.
 type Store struct {
@@ -82,16 +116,24 @@ type Store struct {
 	reader *sql.DB
 	// path is the absolute path of the database file.
 	path string
+	// lock is the open lock file whose flock this store holds; nil for a
+	// Shared store.
+	lock *os.File
+
+	// feed publishes the committed writes to subscribers.
+	feed mapping.Feed
 
 	// commits batches Create and Update into shared transactions on
 	// writer.
-	commits *groupcommit.Committer[writeTx]
+	commits *groupcommit.Committer[*writeTx]
 
 	// Prepared statements: parsing a statement costs as much as running it.
 	create, update, purge, liveCount              *sql.Stmt // on writer
 	countCreate, purgeCounts                      *sql.Stmt // on writer
+	claimDelivery, purgeDeliveries                *sql.Stmt // on writer
 	savepoint, rollbackTo, release                *sql.Stmt // on writer
 	get, listLive, listPrincipal, listPrincipalAt *sql.Stmt // on reader
+	findJob                                       *sql.Stmt // on reader
 
 	closeOnce sync.Once
 	closeErr  error
@@ -103,8 +145,9 @@ var _ mapping.Store = (*Store)(nil)
 // not exist, and brings its schema up to date. A database written by a newer
 // build (with a schema this build does not know) is refused. opts may be nil.
 //
-// The caller must Close the store. Only one process may use the file at a
-// time.
+// Unless opts.Shared is set, Open takes the file's lock (see the package
+// comment) and refuses, with an error wrapping ErrInUse, a file that another
+// store holds. The caller must Close the store, which releases the lock.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("opening sqlite store: empty path")
@@ -113,94 +156,202 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
+	shared := opts != nil && opts.Shared
+	s, err := open(ctx, abs, shared)
+	if errors.Is(err, ErrInUse) {
+		return nil, err // it names the store
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// open is Open of the absolute path abs.
+func open(ctx context.Context, abs string, shared bool) (_ *Store, err error) {
 	// Create the file ourselves so that it never exists with the umask's
 	// looser mode; SQLite gives the -wal and -shm files the same mode.
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
+	}
+	lock, owner, err := lockFile(abs + lockSuffix)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// A Shared store holds the lock only while it migrates; a server
+		// holds it until Close.
+		if lock != nil && (err != nil || shared) {
+			releaseLock(lock)
+		}
+	}()
+	if lock == nil && !shared {
+		return nil, inUseError(abs, owner)
 	}
 
 	ms, err := loadMigrations(migrationFiles)
 	if err != nil {
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
 	}
 
 	writer, err := sql.Open("sqlite", dsn(abs, false))
 	if err != nil {
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, writer, ms); err != nil {
+	if lock != nil {
+		err = migrate(ctx, writer, ms)
+	} else {
+		// A server holds the file: its build decides the schema.
+		err = checkSchema(ctx, writer, ms, owner)
+	}
+	if err != nil {
 		_ = writer.Close()
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
 	}
 
 	reader, err := sql.Open("sqlite", dsn(abs, true))
 	if err != nil {
 		_ = writer.Close()
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
 	}
 	reader.SetMaxOpenConns(readConns)
 	reader.SetMaxIdleConns(readConns)
 	s := &Store{writer: writer, reader: reader, path: abs}
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, err
+	}
+	if !shared {
+		s.lock = lock
 	}
 	s.commits = groupcommit.New(s.begin, groupcommit.Options{MaxBatch: maxBatch})
 	return s, nil
 }
 
+// lockSuffix is appended to the database's path to name its lock file.
+const lockSuffix = ".lock"
+
+// lockFile opens (creating it with mode 0600) the lock file at path and
+// takes its lock, writing this process's ID into it. When another store
+// holds the lock it returns a nil file and the ID written there (0 if
+// unreadable).
+func lockFile(path string) (*os.File, int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	ok, err := tryLock(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, err
+	}
+	if !ok {
+		var b [32]byte
+		n, _ := f.ReadAt(b[:], 0)
+		_ = f.Close()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+		return nil, max(pid, 0), nil
+	}
+	// Best effort: the ID only improves the message a second Open gives.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, 0, nil
+}
+
+// releaseLock empties the lock file and releases its lock. The file stays:
+// removing it could let two stores lock two different files of one name.
+func releaseLock(f *os.File) {
+	_ = f.Truncate(0)
+	_ = unlock(f)
+	_ = f.Close()
+}
+
+// inUseError is the error for a file whose lock the process pid holds (0:
+// unknown).
+func inUseError(abs string, pid int) error {
+	by := "another jobbridge process"
+	switch {
+	case pid == os.Getpid():
+		by = fmt.Sprintf("another store of this process (pid %d)", pid)
+	case pid > 0:
+		by = fmt.Sprintf("another jobbridge process (pid %d)", pid)
+	}
+	return fmt.Errorf("sqlite store %s is %w by %s; SQLite stores serve one process: stop it, or use PostgreSQL for several replicas",
+		abs, ErrInUse, by)
+}
+
 // writeTx is a transaction on the writer connection, one batch of the group
-// commit.
+// commit, with the changes its writes made so far.
 type writeTx struct {
 	*sql.Tx
 	s *Store
+	// changes are the Creates and Updates of the batch that succeeded,
+	// published once the batch commits.
+	changes []mapping.Change
 }
 
 // begin begins a batch's transaction (IMMEDIATE: see dsn).
-func (s *Store) begin(ctx context.Context) (writeTx, error) {
+func (s *Store) begin(ctx context.Context) (*writeTx, error) {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return writeTx{}, err
+		return nil, err
 	}
-	return writeTx{Tx: tx, s: s}, nil
+	return &writeTx{Tx: tx, s: s}, nil
 }
 
 // exec runs the prepared statement stmt in tx.
-func (tx writeTx) exec(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+func (tx *writeTx) exec(ctx context.Context, stmt *sql.Stmt, args ...any) (sql.Result, error) {
 	return tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
 }
 
+// changed records a write's change, to be published if the batch commits.
+// A write calls it last, once nothing can fail it any more.
+func (tx *writeTx) changed(key mapping.Key, version int64) {
+	tx.changes = append(tx.changes, mapping.Change{Key: key, Version: version})
+}
+
 // Savepoint implements groupcommit.Tx.
-func (tx writeTx) Savepoint(ctx context.Context) error {
+func (tx *writeTx) Savepoint(ctx context.Context) error {
 	_, err := tx.exec(ctx, tx.s.savepoint)
 	return err
 }
 
 // RollbackToSavepoint implements groupcommit.Tx.
-func (tx writeTx) RollbackToSavepoint(ctx context.Context) error {
+func (tx *writeTx) RollbackToSavepoint(ctx context.Context) error {
 	_, err := tx.exec(ctx, tx.s.rollbackTo)
 	return err
 }
 
 // ReleaseSavepoint implements groupcommit.Tx.
-func (tx writeTx) ReleaseSavepoint(ctx context.Context) error {
+func (tx *writeTx) ReleaseSavepoint(ctx context.Context) error {
 	_, err := tx.exec(ctx, tx.s.release)
 	return err
 }
 
-// Commit implements groupcommit.Tx.
-func (tx writeTx) Commit(context.Context) error { return tx.Tx.Commit() }
+// Commit implements groupcommit.Tx. Once the commit succeeded it publishes
+// the batch's changes, on the committer's goroutine and so in commit
+// order, before the writers are answered.
+func (tx *writeTx) Commit(context.Context) error {
+	if err := tx.Tx.Commit(); err != nil {
+		return err
+	}
+	for _, c := range tx.changes {
+		tx.s.feed.Publish(c)
+	}
+	return nil
+}
 
 // Rollback implements groupcommit.Tx.
-func (tx writeTx) Rollback(context.Context) error { return tx.Tx.Rollback() }
+func (tx *writeTx) Rollback(context.Context) error { return tx.Tx.Rollback() }
 
 // prepare prepares the store's statements.
 func (s *Store) prepare(ctx context.Context) error {
@@ -215,6 +366,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.liveCount, s.writer, liveCountQuery},
 		{&s.countCreate, s.writer, countCreateQuery},
 		{&s.purgeCounts, s.writer, purgeCountsQuery},
+		{&s.claimDelivery, s.writer, claimDeliveryQuery},
+		{&s.purgeDeliveries, s.writer, purgeDeliveriesQuery},
 		{&s.savepoint, s.writer, `SAVEPOINT write`},
 		{&s.rollbackTo, s.writer, `ROLLBACK TO SAVEPOINT write`},
 		{&s.release, s.writer, `RELEASE SAVEPOINT write`},
@@ -222,6 +375,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.listLive, s.reader, listLiveQuery},
 		{&s.listPrincipal, s.reader, listPrincipalQuery},
 		{&s.listPrincipalAt, s.reader, listPrincipalAfterQuery},
+		{&s.findJob, s.reader, findJobQuery},
 	} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -257,14 +411,15 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	backend, job_ref, correlation_id, phase, status, status_message,
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
-	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at, sealed_id`
+	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at, sealed_id,
+	job_id, event_at, cancel_by`
 
 // terminalStatuses is the SQL list of terminal statuses.
 const terminalStatuses = `('completed', 'failed', 'cancelled')`
 
 // createQuery inserts a task, binding columns in order.
 const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal.
@@ -274,7 +429,7 @@ const updateQuery = `UPDATE tasks SET
 	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
 	cancel_requested_at = ?, cancel_forwarded_at = ?, cancel_sent_at = ?, input_requests = ?, answered_keys = ?,
 	observation = ?, observed_at = ?, missing_since = ?, outcome = ?, submitted_at = ?,
-	sealed_id = ?, version = version + 1
+	sealed_id = ?, job_id = ?, event_at = ?, cancel_by = ?, version = version + 1
 	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
 
 // getQuery reads a task by primary key.
@@ -305,8 +460,27 @@ const listPrincipalAfterQuery = `SELECT ` + columns + ` FROM tasks
 	ORDER BY created_at DESC, key
 	LIMIT ?3`
 
+// findJobQuery reads the unexpired (at ?3) tasks of backend ?1 and job ?2
+// from the tasks_job index; the query repeats the index's condition (a job
+// ID that is not empty), so that SQLite may use it.
+const findJobQuery = `SELECT ` + columns + ` FROM tasks
+	WHERE backend = ?1 AND job_id = ?2 AND job_id <> '' AND expires_at > ?3
+	ORDER BY created_at, key`
+
 // purgeQuery deletes along the tasks_expires_at index.
 const purgeQuery = `DELETE FROM tasks WHERE expires_at <= ?`
+
+// claimDeliveryQuery claims delivery (?1, ?2) at ?3 (unix milliseconds):
+// it inserts the claim, or takes over one made at or before ?4 (a claim
+// that no longer counts); it changes no row when a claim that counts
+// exists.
+const claimDeliveryQuery = `INSERT INTO deliveries (source, id, claimed_at) VALUES (?1, ?2, ?3)
+	ON CONFLICT (source, id) DO UPDATE SET claimed_at = excluded.claimed_at
+	WHERE claimed_at <= ?4`
+
+// purgeDeliveriesQuery forgets the claims made at or before ?, along the
+// deliveries_claimed index.
+const purgeDeliveriesQuery = `DELETE FROM deliveries WHERE claimed_at <= ?`
 
 // liveCountQuery reads the live count of a principal. The triggers of
 // migration 0004 keep it.
@@ -349,7 +523,7 @@ const purgeCountsQuery = `DELETE FROM create_counts WHERE window_start < ?`
 func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.CreateLimits) error {
 	args := createArgs(t)
 	window := mapping.RateWindowOf(t.CreatedAt).UnixMilli()
-	err := s.commits.Do(ctx, func(ctx context.Context, tx writeTx) error {
+	err := s.commits.Do(ctx, func(ctx context.Context, tx *writeTx) error {
 		if limits.MaxLive > 0 {
 			var n int64
 			if err := tx.StmtContext(ctx, s.liveCount).QueryRowContext(ctx, t.Principal).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -372,8 +546,11 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.Crea
 		}
 		// A failed insert rolls back to the write's savepoint, the count
 		// above included.
-		_, err := tx.exec(ctx, s.create, args...)
-		return err
+		if _, err := tx.exec(ctx, s.create, args...); err != nil {
+			return err
+		}
+		tx.changed(t.Key, t.Version)
+		return nil
 	})
 	if err != nil && !errors.Is(err, mapping.ErrLiveLimit) && !errors.Is(err, mapping.ErrRateLimit) {
 		return fmt.Errorf("creating task: %w", err)
@@ -390,6 +567,7 @@ func createArgs(t *mapping.Task) []any {
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
 		millis(t.CancelSentAt), millis(t.SubmittedAt), blob(t.SealedID),
+		t.JobID, millis(t.EventAt), t.CancelBy,
 	}
 }
 
@@ -424,9 +602,9 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), millis(t.SubmittedAt),
-		blob(t.SealedID), t.Key[:], t.Version,
+		blob(t.SealedID), t.JobID, millis(t.EventAt), t.CancelBy, t.Key[:], t.Version,
 	}
-	err := s.commits.Do(ctx, func(ctx context.Context, tx writeTx) error {
+	err := s.commits.Do(ctx, func(ctx context.Context, tx *writeTx) error {
 		res, err := tx.exec(ctx, s.update, args...)
 		if err != nil {
 			return err
@@ -438,6 +616,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		if n == 0 {
 			return mapping.ErrConflict
 		}
+		tx.changed(t.Key, t.Version+1)
 		return nil
 	})
 	if errors.Is(err, mapping.ErrConflict) {
@@ -493,17 +672,131 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 	return ts, mapping.CursorOf(ts[limit-1]), nil
 }
 
+// List returns up to limit (1 to mapping.MaxListLimit) of the tasks of any
+// principal that match f and have not expired at now, newest first (then
+// by key), beginning after the cursor after (nil: from the newest), and the
+// cursor of the page's last task, or nil if no task follows it. Filtered by
+// principal it walks the tasks_principal_created index from the cursor;
+// by correlation ID it searches tasks_correlation; otherwise it reads the
+// unexpired tasks and sorts them.
+func (s *Store) List(ctx context.Context, f mapping.Filter, now time.Time, after *mapping.Cursor, limit int) ([]*mapping.Task, *mapping.Cursor, error) {
+	query, args, err := listQuery(f, now, after, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	ts, err := queryTasksOn(ctx, s.reader, query, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	if len(ts) <= limit {
+		return ts, nil, nil
+	}
+	ts = ts[:limit]
+	return ts, mapping.CursorOf(ts[limit-1]), nil
+}
+
+// listQuery builds List's query, which reads one row more than limit to
+// know whether one follows. Statuses are checked against the five and
+// written into the query as literals; every other value is a parameter.
+func listQuery(f mapping.Filter, now time.Time, after *mapping.Cursor, limit int) (string, []any, error) {
+	if limit < 1 || limit > mapping.MaxListLimit {
+		return "", nil, fmt.Errorf("limit %d is not between 1 and %d", limit, mapping.MaxListLimit)
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT ` + columns + ` FROM tasks WHERE expires_at > ?`)
+	args := []any{now.UnixMilli()}
+	if len(f.Status) > 0 {
+		b.WriteString(` AND status IN (`)
+		for i, st := range f.Status {
+			if !st.Valid() {
+				return "", nil, fmt.Errorf("unknown status %q", st)
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(`'` + string(st) + `'`)
+		}
+		b.WriteString(`)`)
+	}
+	for _, c := range []struct{ column, value string }{
+		{"principal", f.Principal}, {"tool", f.Tool}, {"correlation_id", f.CorrelationID},
+	} {
+		if c.value != "" {
+			b.WriteString(` AND ` + c.column + ` = ?`)
+			args = append(args, c.value)
+		}
+	}
+	if after != nil {
+		at := after.CreatedAt.UnixMilli()
+		b.WriteString(` AND created_at <= ? AND (created_at < ? OR key > ?)`)
+		args = append(args, at, at, after.Key[:])
+	}
+	b.WriteString(` ORDER BY created_at DESC, key LIMIT ?`)
+	args = append(args, limit+1)
+	return b.String(), args, nil
+}
+
+// FindByJob returns the tasks of backend's job jobID that have not expired
+// at now, oldest first, from the tasks_job index. An empty jobID matches
+// no task.
+func (s *Store) FindByJob(ctx context.Context, backend, jobID string, now time.Time) ([]*mapping.Task, error) {
+	if jobID == "" {
+		return nil, nil
+	}
+	ts, err := queryTasks(ctx, s.findJob, backend, jobID, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("finding the tasks of job %s: %w", jobID, err)
+	}
+	return ts, nil
+}
+
+// ClaimDelivery claims the pushed event id from source at now and reports
+// whether it is the first claim that counts (see mapping.Store). The claim
+// is one statement on the writer, sharing its commit with the concurrent
+// writes of the store; its check and insert are one step, also for several
+// processes on the file (the writer begins IMMEDIATE).
+func (s *Store) ClaimDelivery(ctx context.Context, source, id string, now time.Time) (bool, error) {
+	var first bool
+	err := s.commits.Do(ctx, func(ctx context.Context, tx *writeTx) error {
+		res, err := tx.exec(ctx, s.claimDelivery, source, id, now.UnixMilli(), now.Add(-mapping.DeliveryRetention).UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		first = n > 0
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("claiming delivery %s: %w", id, err)
+	}
+	return first, nil
+}
+
+// Subscribe calls fn with each Create and Update made through this store
+// once it committed (see mapping.Store and the package comment).
+func (s *Store) Subscribe(fn func(mapping.Change)) (unsubscribe func()) {
+	return s.feed.Subscribe(fn)
+}
+
 // PurgeExpired deletes the tasks whose ExpiresAt is not after now (the ones
 // Get no longer returns) and returns how many it deleted. It deletes them in
 // one statement, which also frees the live-task slots of the ones that were
 // still live (a trigger), so that an error leaves every row and count in
 // place. First it deletes the creation counts of the rate windows that
-// ended by now, in a statement of its own: a Create of a task created since
-// starts its window afresh over such a row anyway, so that deleting them
-// changes nothing such a Create sees, even when the tasks' delete fails.
+// ended by now and the delivery claims that no longer count, each in a
+// statement of its own: a Create of a task created since starts its window
+// afresh over such a row anyway, and a ClaimDelivery takes such a claim
+// over, so that deleting them changes nothing either sees, even when the
+// tasks' delete fails.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	if _, err := s.purgeCounts.ExecContext(ctx, mapping.RateWindowOf(now).UnixMilli()); err != nil {
 		return 0, fmt.Errorf("purging creation counts: %w", err)
+	}
+	if _, err := s.purgeDeliveries.ExecContext(ctx, now.Add(-mapping.DeliveryRetention).UnixMilli()); err != nil {
+		return 0, fmt.Errorf("purging delivery claims: %w", err)
 	}
 	res, err := s.purge.ExecContext(ctx, now.UnixMilli())
 	if err != nil {
@@ -516,9 +809,10 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(n), nil
 }
 
-// Close waits for the writes already queued to commit, then closes the
-// database; Create and Update called after Close fail. Further calls
-// return the first call's result.
+// Close waits for the writes already queued to commit, ends the
+// subscriptions, closes the database and releases the file's lock; Create
+// and Update called after Close fail. Further calls return the first
+// call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
@@ -526,9 +820,11 @@ func (s *Store) Close() error {
 			// Commit (or fail) and answer the writes already queued.
 			errs = append(errs, s.commits.Close())
 		}
+		s.feed.Close()
 		for _, stmt := range []*sql.Stmt{
-			s.create, s.update, s.purge, s.liveCount, s.countCreate, s.purgeCounts, s.savepoint, s.rollbackTo, s.release,
-			s.get, s.listLive, s.listPrincipal, s.listPrincipalAt,
+			s.create, s.update, s.purge, s.liveCount, s.countCreate, s.purgeCounts,
+			s.claimDelivery, s.purgeDeliveries, s.savepoint, s.rollbackTo, s.release,
+			s.get, s.listLive, s.listPrincipal, s.listPrincipalAt, s.findJob,
 		} {
 			if stmt != nil {
 				errs = append(errs, stmt.Close())
@@ -537,6 +833,10 @@ func (s *Store) Close() error {
 		// Close readers first, so that the writer's connection is the last
 		// one and checkpoints the WAL into the database file.
 		errs = append(errs, s.reader.Close(), s.writer.Close())
+		// Only then may another store take the file.
+		if s.lock != nil {
+			releaseLock(s.lock)
+		}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("closing sqlite store: %w", err)
 		}
@@ -555,6 +855,20 @@ func queryTasks(ctx context.Context, stmt *sql.Stmt, args ...any) ([]*mapping.Ta
 	if err != nil {
 		return nil, err
 	}
+	return scanTasks(rows)
+}
+
+// queryTasksOn runs query, which returns columns, on db and reads its rows.
+func queryTasksOn(ctx context.Context, db *sql.DB, query string, args ...any) ([]*mapping.Task, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanTasks(rows)
+}
+
+// scanTasks reads and closes rows of columns.
+func scanTasks(rows *sql.Rows) ([]*mapping.Task, error) {
 	defer rows.Close()
 	var ts []*mapping.Task
 	for rows.Next() {
@@ -578,7 +892,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		phase, status                                                   string
 		createdAt, updatedAt, ttl, expiresAt, pollInterval              int64
 		cancelRequestedAt, cancelForwardedAt, observedAt, missingSince  sql.NullInt64
-		cancelSentAt, submittedAt                                       sql.NullInt64
+		cancelSentAt, submittedAt, eventAt                              sql.NullInt64
 		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
 		sealedID                                                        nullBlob
 	)
@@ -589,6 +903,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		&cancelRequestedAt, &cancelForwardedAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version,
 		&cancelSentAt, &submittedAt, &sealedID,
+		&t.JobID, &eventAt, &t.CancelBy,
 	)
 	if err != nil {
 		return nil, err
@@ -610,6 +925,7 @@ func scanTask(row scanner) (*mapping.Task, error) {
 	t.SubmittedAt = timePtrOf(submittedAt)
 	t.ObservedAt = timePtrOf(observedAt)
 	t.MissingSince = timePtrOf(missingSince)
+	t.EventAt = timePtrOf(eventAt)
 	t.Args = args.b
 	t.JobRef = jobRef.b
 	t.InputRequests = inputRequests.b

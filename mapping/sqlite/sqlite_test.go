@@ -34,6 +34,22 @@ func openAt(t testing.TB, path string) *Store {
 	return s
 }
 
+// openShared opens the store at path as a tool would (Options.Shared) and
+// closes it when the test ends.
+func openShared(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path, &Options{Shared: true})
+	if err != nil {
+		t.Fatalf("Open(%s, shared): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
 func openTemp(t testing.TB) *Store {
 	t.Helper()
 	return openAt(t, filepath.Join(t.TempDir(), "tasks.db"))
@@ -62,6 +78,7 @@ func task(id string, now time.Time) *mapping.Task {
 		ArgsDigest:    "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef",
 		Backend:       "rest",
 		JobRef:        json.RawMessage(`{"id":"job-1"}`),
+		JobID:         "job-1",
 		CorrelationID: "corr-" + id,
 		Phase:         mapping.PhaseSubmitted,
 		Status:        mapping.StatusWorking,
@@ -71,6 +88,15 @@ func task(id string, now time.Time) *mapping.Task {
 		ExpiresAt:     now.Add(time.Hour),
 		PollInterval:  5 * time.Second,
 		Observation:   json.RawMessage(`{"state":"working"}`),
+	}
+}
+
+func mustCreate(t *testing.T, s *Store, tasks ...*mapping.Task) {
+	t.Helper()
+	for _, task := range tasks {
+		if err := s.Create(t.Context(), task.Clone(), mapping.CreateLimits{}); err != nil {
+			t.Fatalf("Create(%s): %v", task.CorrelationID, err)
+		}
 	}
 }
 
@@ -408,11 +434,13 @@ func TestConcurrentLoad(t *testing.T) {
 	}
 }
 
-// TestQueriesUseIndexes checks that no query reads the whole table or sorts:
-// Get and PurgeExpired search an index, ListLive walks the live index in
-// order, ListByPrincipal walks the principal's part of its index in order
-// from the cursor's position, and Create finds a principal's live count by
-// its key.
+// TestQueriesUseIndexes checks that no query reads the whole table or sorts
+// more than a few rows: Get and PurgeExpired search an index, ListLive walks
+// the live index in order, ListByPrincipal (and List by principal) walks
+// the principal's part of its index in order from the cursor's position,
+// Create finds a principal's live count by its key, FindByJob and List by
+// correlation ID search their indexes (sorting the job's or correlation
+// ID's few tasks), and delivery claims are purged along their time index.
 func TestQueriesUseIndexes(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -426,6 +454,29 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"ListByPrincipal after a cursor", listPrincipalAfterQuery, []any{"p", 0, 10, 0, []byte("k")}, []string{"SEARCH tasks USING INDEX tasks_principal_created (principal=? AND created_at<?)"}},
 		{"PurgeExpired", purgeQuery, []any{0}, []string{"SEARCH tasks USING COVERING INDEX tasks_expires_at (expires_at<?)"}},
 		{"live count", liveCountQuery, []any{"p"}, []string{"SEARCH live_counts USING PRIMARY KEY (principal=?)"}},
+		{"FindByJob", findJobQuery, []any{"rest", "job-1", 0}, []string{"SEARCH tasks USING INDEX tasks_job (backend=? AND job_id=?)", "USE TEMP B-TREE FOR ORDER BY"}},
+		{"purge deliveries", purgeDeliveriesQuery, []any{0}, []string{"SEARCH deliveries USING COVERING INDEX deliveries_claimed (claimed_at<?)"}},
+	}
+	for _, l := range []struct {
+		name   string
+		filter mapping.Filter
+		after  *mapping.Cursor
+		want   []string
+	}{
+		{"List by principal", mapping.Filter{Principal: "p", Tool: "deploy"}, nil, []string{"SEARCH tasks USING INDEX tasks_principal_created (principal=?)"}},
+		{"List by principal after a cursor", mapping.Filter{Principal: "p", Status: []mapping.Status{mapping.StatusWorking}}, &mapping.Cursor{}, []string{"SEARCH tasks USING INDEX tasks_principal_created (principal=? AND created_at<?)"}},
+		{"List by correlation ID", mapping.Filter{CorrelationID: "c"}, nil, []string{"SEARCH tasks USING INDEX tasks_correlation (correlation_id=?)", "USE TEMP B-TREE FOR ORDER BY"}},
+	} {
+		query, args, err := listQuery(l.filter, time.UnixMilli(0), l.after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, struct {
+			name  string
+			query string
+			args  []any
+			want  []string
+		}{l.name, query, args, l.want})
 	}
 	s := openTemp(t)
 	for _, tt := range tests {
@@ -499,7 +550,8 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 				if _, err := s.writer.ExecContext(b.Context(), `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 					INSERT INTO tasks (`+columns+`)
 					SELECT randomblob(32), 'alice', 'deploy', '', NULL, '', '', 'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
-						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL
+						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL,
+						'', NULL, ''
 					FROM n`, live, now.UnixMilli()); err != nil {
 					b.Fatal(err)
 				}
@@ -542,8 +594,9 @@ func TestUpgradeCountsLiveTasks(t *testing.T) {
 		task.Principal, task.Status = o.principal, o.status
 		// The columns of that time: no submitted_at or sealed_id yet.
 		args := createArgs(task)
-		insert := `INSERT INTO tasks (` + strings.TrimSuffix(columns, ", submitted_at, sealed_id") + `) VALUES (?` + strings.Repeat(", ?", len(args)-3) + `)`
-		if _, err := db.ExecContext(t.Context(), insert, args[:len(args)-2]...); err != nil {
+		cols := columnsBefore(t, "submitted_at")
+		insert := `INSERT INTO tasks (` + cols + `) VALUES (?` + strings.Repeat(", ?", columnCount(cols)-1) + `)`
+		if _, err := db.ExecContext(t.Context(), insert, args[:columnCount(cols)]...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -560,14 +613,15 @@ func TestUpgradeCountsLiveTasks(t *testing.T) {
 }
 
 // TestLiveLimitAcrossStoresOnOneFile races creations through two stores on
-// one file, as two processes would: the limit holds for both together.
+// one file, a server's and a shared one, as two processes would: the limit
+// holds for both together.
 func TestLiveLimitAcrossStoresOnOneFile(t *testing.T) {
 	const (
 		creators = 50
 		limit    = 10
 	)
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	stores := []*Store{openAt(t, path), openAt(t, path)}
+	stores := []*Store{openAt(t, path), openShared(t, path)}
 	now := time.Now()
 	var (
 		wg      sync.WaitGroup
@@ -653,8 +707,9 @@ func TestUpgradeListsOldTasks(t *testing.T) {
 		task := task(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i)*time.Minute))
 		task.SealedID = []byte("dropped: the column does not exist yet")
 		args := createArgs(task)
-		insert := `INSERT INTO tasks (` + strings.TrimSuffix(columns, ", sealed_id") + `) VALUES (?` + strings.Repeat(", ?", len(args)-2) + `)`
-		if _, err := db.ExecContext(t.Context(), insert, args[:len(args)-1]...); err != nil {
+		cols := columnsBefore(t, "sealed_id")
+		insert := `INSERT INTO tasks (` + cols + `) VALUES (?` + strings.Repeat(", ?", columnCount(cols)-1) + `)`
+		if _, err := db.ExecContext(t.Context(), insert, args[:columnCount(cols)]...); err != nil {
 			t.Fatal(err)
 		}
 		task.SealedID = nil
@@ -673,6 +728,25 @@ func TestUpgradeListsOldTasks(t *testing.T) {
 		t.Errorf("ListByPrincipal after the upgrade = (-want +got):\n%s\nnext cursor %v, want nil", diff, next)
 	}
 }
+
+// columnsBefore returns the prefix of columns before the column named
+// name: the columns of the builds before it was added (createArgs binds
+// columns in order).
+func columnsBefore(t *testing.T, name string) string {
+	t.Helper()
+	var before []string
+	for _, c := range strings.Split(columns, ",") {
+		if c = strings.TrimSpace(c); c == name {
+			return strings.Join(before, ", ")
+		}
+		before = append(before, c)
+	}
+	t.Fatalf("no column %s in columns", name)
+	return ""
+}
+
+// columnCount returns how many columns cols lists.
+func columnCount(cols string) int { return strings.Count(cols, ",") + 1 }
 
 // dbBefore creates a database file with the schema of the migrations before
 // the one called name, as a build that did not have it left it.
@@ -701,4 +775,58 @@ func dbBefore(t *testing.T, name string) (string, *sql.DB) {
 		t.Fatal(err)
 	}
 	return path, db
+}
+
+// jobRefCases are job references a build before job IDs stored, with the
+// job ID the upgrade finds in each. (Adapters write references with
+// encoding/json, always UTF-8; SQLite does not check it.)
+var jobRefCases = []struct {
+	name   string
+	ref    []byte
+	wantID string
+}{
+	{"string id", []byte(`{"id":"job-1","data":{"url":"/jobs/1"}}`), "job-1"},
+	{"numeric id", []byte(`{"id":42}`), "42"},
+	{"non-ASCII id", []byte(`{"id":"j\u00e9b"}`), "jéb"},
+	{"no id", []byte(`{"data":{}}`), ""},
+	{"object id", []byte(`{"id":{"run":1}}`), ""},
+	{"not an object", []byte(`["id"]`), ""},
+	{"not JSON", []byte(`id=job-1`), ""},
+	{"empty", []byte{}, ""},
+	{"not submitted", nil, ""},
+}
+
+// TestUpgradeFindsJobIDs opens a file written before the store kept job
+// IDs: each task's job ID is read from its job reference, and FindByJob
+// finds it.
+func TestUpgradeFindsJobIDs(t *testing.T) {
+	path, db := dbBefore(t, "0009_jobs_deliveries.sql")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	cols := columnsBefore(t, "job_id")
+	insert := `INSERT INTO tasks (` + cols + `) VALUES (?` + strings.Repeat(", ?", columnCount(cols)-1) + `)`
+	for i, c := range jobRefCases {
+		task := task(fmt.Sprintf("old-%d", i), now)
+		task.JobRef = c.ref
+		if _, err := db.ExecContext(t.Context(), insert, createArgs(task)[:columnCount(cols)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path)
+	for i, c := range jobRefCases {
+		got, err := s.Get(t.Context(), mapping.KeyOf(fmt.Sprintf("old-%d", i)), "alice", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.JobID != c.wantID || got.EventAt != nil || got.CancelBy != "" {
+			t.Errorf("%s: after the upgrade job ID %q, event at %v, cancel by %q; want %q, nil, empty", c.name, got.JobID, got.EventAt, got.CancelBy, c.wantID)
+		}
+	}
+	found, err := s.FindByJob(t.Context(), "rest", "job-1", now)
+	if err != nil || len(found) != 1 || found[0].Key != mapping.KeyOf("old-0") {
+		t.Errorf("FindByJob of an upgraded task = %v, %v; want old-0", found, err)
+	}
 }

@@ -3,7 +3,7 @@
 // the same behaviour from each of them.
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, storetest.Harness{Open: openStore, Reopen: reopenStore})
+//		storetest.Run(t, storetest.Harness{Open: openStore, Reopen: reopenStore, Peer: openPeer})
 //	}
 //
 // A task is live while now is before its ExpiresAt: at ExpiresAt, Get no
@@ -38,6 +38,11 @@ type Harness struct {
 	// restarted process would see it. If Reopen is nil the suite leaves out
 	// its durability case.
 	Reopen func(t *testing.T, old mapping.Store) mapping.Store
+	// Peer returns another store over the same data as s, open at the same
+	// time, as another process (a replica) would have it, and arranges for
+	// it to be closed. Only a store several processes share has one; if
+	// Peer is nil the suite checks the change feed through one store only.
+	Peer func(t *testing.T, s mapping.Store) mapping.Store
 }
 
 // Run runs the contract suite; each case opens a fresh store.
@@ -64,6 +69,20 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LiveLimitConcurrent", func(t *testing.T) { testLiveLimitConcurrent(t, h) })
 	t.Run("RateLimit", func(t *testing.T) { testRateLimit(t, h) })
 	t.Run("RateLimitConcurrent", func(t *testing.T) { testRateLimitConcurrent(t, h) })
+	t.Run("FindByJob", func(t *testing.T) { testFindByJob(t, h) })
+	t.Run("List", func(t *testing.T) { testList(t, h) })
+	t.Run("ListPages", func(t *testing.T) { testListPages(t, h) })
+	t.Run("ClaimDelivery", func(t *testing.T) { testClaimDelivery(t, h) })
+	t.Run("ClaimDeliveryConcurrent", func(t *testing.T) { testClaimDeliveryConcurrent(t, h) })
+	t.Run("SubscribeCreateAndUpdate", func(t *testing.T) { testSubscribeCreateAndUpdate(t, h) })
+	t.Run("SubscribeFailedWrites", func(t *testing.T) { testSubscribeFailedWrites(t, h) })
+	t.Run("SubscribeVersionsGrow", func(t *testing.T) { testSubscribeVersionsGrow(t, h) })
+	t.Run("SubscribeReadsInCallback", func(t *testing.T) { testSubscribeReadsInCallback(t, h) })
+	t.Run("Unsubscribe", func(t *testing.T) { testUnsubscribe(t, h) })
+	if h.Peer != nil {
+		t.Run("SubscribeSeesPeer", func(t *testing.T) { testSubscribeSeesPeer(t, h) })
+		t.Run("ClaimDeliveryAcrossPeers", func(t *testing.T) { testClaimDeliveryAcrossPeers(t, h) })
+	}
 	if h.Reopen != nil {
 		t.Run("SurvivesReopen", func(t *testing.T) { testSurvivesReopen(t, h) })
 		t.Run("LiveLimitSurvivesReopen", func(t *testing.T) { testLiveLimitSurvivesReopen(t, h) })
@@ -97,6 +116,7 @@ func newTask(id, principal string) *mapping.Task {
 		CatalogRevision: "rev-1",
 		Backend:         "rest",
 		JobRef:          json.RawMessage(`{"id":"job-` + id + `"}`),
+		JobID:           "job-" + id,
 		CorrelationID:   "corr-" + id,
 		Phase:           mapping.PhaseSubmitted,
 		Status:          mapping.StatusWorking,
@@ -128,6 +148,7 @@ func fullTask(id, principal string) *mapping.Task {
 	t.ExpiresAt = t.CreatedAt.Add(t.TTL)
 	t.PollInterval = 2500 * time.Millisecond
 	t.CancelRequestedAt = ptr(-3 * time.Minute)
+	t.CancelBy = mapping.CancelByOperator
 	t.CancelForwardedAt = ptr(-2*time.Minute - 1*time.Millisecond)
 	t.CancelSentAt = ptr(-2*time.Minute + 3*time.Millisecond)
 	t.SubmittedAt = ptr(-89*time.Minute + 7*time.Millisecond)
@@ -136,6 +157,7 @@ func fullTask(id, principal string) *mapping.Task {
 	t.Observation = json.RawMessage(`{"state":"input_required","progress":0.5}`)
 	t.ObservedAt = ptr(-time.Minute)
 	t.MissingSince = ptr(-30 * time.Second)
+	t.EventAt = ptr(-45 * time.Second)
 	t.Outcome = json.RawMessage(`{"content":[{"type":"text","text":"partial"}]}`)
 	t.SealedID = []byte("\x00sealed " + id + "\xff")
 	return t
@@ -323,9 +345,12 @@ func testUpdate(t *testing.T, h Harness) {
 				u.Observation = nil
 				u.ObservedAt = nil
 				u.MissingSince = nil
+				u.EventAt = nil
 				u.Outcome = nil
 				u.SealedID = nil
 				u.StatusMessage = ""
+				u.JobID = ""
+				u.CancelBy = ""
 			},
 		},
 		{

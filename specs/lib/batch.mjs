@@ -220,6 +220,7 @@ function neverStarted(job) {
 // checkBatchExchange returns the violations of one exchange and the known
 // exceptions it hit.
 export function checkBatchExchange(x) {
+  if (x.operation === EVENT_DELIVERY) return { ...checkBatchEventDelivery(x), kind: "event" };
   const { violations } = checkBatchExchangeAll(x);
   return {
     violations: violations.filter((v) => !v.exception),
@@ -287,4 +288,127 @@ function checkBatchExchangeAll(x) {
     }
   }
   return { violations, exceptions: [] };
+}
+
+// Event deliveries. The Batch fake also plays EventBridge: it posts each
+// job state change to an API destination, and records the request with
+// operation "EventDelivery" (the answer is the receiver's, the bridge's, and
+// is not checked). A delivery is checked against what AWS documents:
+//   - the request an API destination sends: any method but CONNECT and
+//     TRACE (POST here), the headers it adds to every request (User-Agent
+//     Amazon/EventBridge/ApiDestinations, Content-Type application/json;
+//     charset=utf-8, Range bytes=0-1048575, Accept-Encoding gzip,deflate,
+//     Connection close, Host, Content-Length) and the connection's
+//     credential (its API key header; the recorder redacts the value);
+//   - the body: the whole event envelope (no input transformer), at most
+//     256 KiB (EventBridge's event size limit), with exactly the envelope
+//     members version "0", id, detail-type, source, account (12 digits),
+//     time (ISO 8601 in whole seconds, UTC), region, resources and detail
+//     (and replay-name, which a replayed archive adds);
+//   - for source aws.batch and detail-type "Batch Job State Change": the
+//     detail against the service model's JobDetail (the member of
+//     DescribeJobs' jobs), with the same known exception as a DescribeJobs
+//     answer, resources naming the job's ARN, and no SUBMITTED status (Batch
+//     sends no event for the submission).
+// Timestamps: EventBridge serialises the detail's timestamps as epoch
+// milliseconds, which is how the model types them (createdAt, startedAt,
+// stoppedAt are longs in JobDetail, as in a DescribeJobs answer; the
+// sample event's createdAt is 1641944200058); only the envelope's time is
+// text. So the integer rule of validateShape checks them, and the restJson1
+// timestamp rule (epoch seconds) never applies inside a detail.
+export const EVENT_DELIVERY = "EventDelivery";
+
+const EVENTBRIDGE_HEADERS = {
+  "user-agent": "Amazon/EventBridge/ApiDestinations",
+  "content-type": "application/json; charset=utf-8",
+  range: "bytes=0-1048575",
+  "accept-encoding": "gzip,deflate",
+  connection: "close",
+};
+const ENVELOPE_MEMBERS = ["version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"];
+const MAX_EVENT_BYTES = 256 * 1024;
+
+// jobDetailShape is the model's JobDetail: the member shape of DescribeJobs'
+// output member jobs (the minified model inlines it).
+function jobDetailShape(m) {
+  const deref = (s) => {
+    while (s && s.shape) s = m.model.shapes[s.shape];
+    return s;
+  };
+  const out = deref(m.model.operations.DescribeJobs.output);
+  return deref(deref(out.members.jobs).member);
+}
+
+// checkBatchEventDelivery returns the violations of one recorded event
+// delivery and the known exceptions it hit.
+export function checkBatchEventDelivery(x) {
+  const m = loadModel();
+  const all = [];
+  const v = (where, message, schemaPath) => all.push({ where, message, schemaPath });
+  const method = String(x.method || "").toUpperCase();
+  if (!/^[A-Z]+$/.test(method) || method === "CONNECT" || method === "TRACE") {
+    v("request.method", `an API destination sends any method but CONNECT and TRACE, got ${x.method}`, "EventBridge API destination");
+  }
+  const headers = x.request_headers || {};
+  for (const [name, want] of Object.entries(EVENTBRIDGE_HEADERS)) {
+    const got = headerValue(headers, name);
+    if (got !== want) v(`request.headers.${name}`, `an API destination sends ${name}: ${want}, got ${JSON.stringify(got === undefined ? null : got)}`, "EventBridge API destination headers");
+  }
+  if (!headerValue(headers, "host")) v("request.headers.host", "the Host header is missing", "EventBridge API destination headers");
+  const body = x.request_body || "";
+  const length = headerValue(headers, "content-length");
+  if (!x.truncated && length !== String(Buffer.byteLength(body, "utf8"))) {
+    v("request.headers.content-length", `Content-Length ${JSON.stringify(length === undefined ? null : length)} is not the body's ${Buffer.byteLength(body, "utf8")} bytes`, "EventBridge API destination headers");
+  }
+  const own = new Set([...Object.keys(EVENTBRIDGE_HEADERS), "host", "content-length"]);
+  if (!Object.keys(headers).some((k) => !own.has(k.toLowerCase()))) {
+    v("request.headers", "no credential of the connection (its API key header, or Authorization)", "EventBridge connection");
+  }
+  if (Buffer.byteLength(body, "utf8") > MAX_EVENT_BYTES || x.truncated) {
+    v("request.body", `an event is at most ${MAX_EVENT_BYTES} bytes`, "EventBridge event size");
+    return split(all);
+  }
+  const parsed = parseBody(body, "request.body", all);
+  if (!parsed.ok) return split(all);
+  const env = parsed.value;
+  if (typeof env !== "object" || env === null || Array.isArray(env)) {
+    v("request.body", `expected the event envelope (a JSON object), got ${jsonType(env)}`, "EventBridge event envelope");
+    return split(all);
+  }
+  for (const k of ENVELOPE_MEMBERS) {
+    if (!(k in env)) v(`request.body.${k}`, `required member ${k} of the event envelope is missing`, "EventBridge event envelope");
+  }
+  for (const [k, val] of Object.entries(env)) {
+    if (!ENVELOPE_MEMBERS.includes(k) && k !== "replay-name") v(`request.body.${k}`, `member ${k} is not in the event envelope`, "EventBridge event envelope");
+    else if (k === "resources") {
+      if (!Array.isArray(val) || val.some((r) => typeof r !== "string")) v("request.body.resources", `expected a list of ARNs (strings), got ${jsonType(val)}`, "EventBridge event envelope");
+    } else if (k === "detail") {
+      if (typeof val !== "object" || val === null || Array.isArray(val)) v("request.body.detail", `expected a JSON object, got ${jsonType(val)}`, "EventBridge event envelope");
+    } else if (typeof val !== "string") v(`request.body.${k}`, `expected a string, got ${jsonType(val)}`, "EventBridge event envelope");
+  }
+  const str = (k) => (typeof env[k] === "string" ? env[k] : undefined);
+  if (str("version") !== undefined && env.version !== "0") v("request.body.version", `version is "0", got ${JSON.stringify(env.version)}`, "EventBridge event envelope");
+  if (str("id") !== undefined && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(env.id)) v("request.body.id", `id ${JSON.stringify(env.id)} is not UUID-shaped`, "EventBridge event envelope");
+  if (str("account") !== undefined && !/^\d{12}$/.test(env.account)) v("request.body.account", `account ${JSON.stringify(env.account)} is not a 12-digit account ID`, "EventBridge event envelope");
+  if (str("time") !== undefined && (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/.test(env.time) || Number.isNaN(Date.parse(env.time)))) {
+    v("request.body.time", `time ${JSON.stringify(env.time)} is not an ISO 8601 UTC time in whole seconds (YYYY-MM-DDThh:mm:ssZ)`, "EventBridge event envelope");
+  }
+  if (str("region") !== undefined && !/^[a-z]{2}(-[a-z]+)+-\d+$/.test(env.region)) v("request.body.region", `region ${JSON.stringify(env.region)} is not a region name`, "EventBridge event envelope");
+
+  if (env.source === "aws.batch" && env["detail-type"] === "Batch Job State Change" && env.detail && typeof env.detail === "object" && !Array.isArray(env.detail)) {
+    validateShape(m, jobDetailShape(m), env.detail, "request.body.detail", "JobDetail", all);
+    const arn = env.detail.jobArn;
+    if (Array.isArray(env.resources) && !(env.resources.length === 1 && env.resources[0] === arn)) {
+      v("request.body.resources", `resources is the job's ARN [${JSON.stringify(arn)}], got ${JSON.stringify(env.resources)}`, "Batch job state change event");
+    }
+    if (env.detail.status === "SUBMITTED") v("request.body.detail.status", "Batch sends no event for the submission (SUBMITTED)", "Batch job state change event");
+  }
+  return split(all);
+}
+
+function split(all) {
+  return {
+    violations: all.filter((v) => !v.exception),
+    exceptions: all.filter((v) => v.exception).map((v) => v.exception),
+  };
 }

@@ -245,6 +245,7 @@ export function isSearchDateSyntax(s) {
 // checkGithubExchange returns the violations of one exchange and the known
 // exceptions it hit.
 export function checkGithubExchange(x) {
+  if (x.operation === WEBHOOK_OPERATION) return checkGithubWebhook(x);
   const d = loadDescription();
   const violations = [];
   const exceptions = [];
@@ -375,4 +376,74 @@ function checkJsonBody(d, text, ptr, where, out) {
   if (!val(data)) {
     for (const e of ajvErrors(val.errors, where)) out.push({ ...e, schemaPath: ptr + " " + e.schemaPath });
   }
+}
+
+// A webhook delivery the fake sent (operation "webhook"): the request is
+// GitHub's, the answer is the receiver's and is not checked. The payload is
+// validated against the description's own webhook schema for the event and
+// action, under x-webhooks (OpenAPI 3.0's extension for what 3.1 calls
+// webhooks): X-GitHub-Event workflow_run with action in_progress is the
+// operation workflow-run/in-progress, whose requestBody refers to
+// components/schemas/webhook-workflow-run-in-progress; ping has no action.
+export const WEBHOOK_OPERATION = "webhook";
+
+// findWebhook returns the x-webhooks key and operation of event and action.
+export function findWebhook(event, action) {
+  const d = loadDescription();
+  const hooks = d.doc["x-webhooks"] || {};
+  const id = action ? `${event.replace(/_/g, "-")}/${action.replace(/_/g, "-")}` : event.replace(/_/g, "-");
+  for (const [key, item] of Object.entries(hooks)) {
+    if (item.post && item.post.operationId === id) return { key, operation: item.post };
+  }
+  return undefined;
+}
+
+// checkGithubWebhook returns the violations of one recorded delivery.
+export function checkGithubWebhook(x) {
+  const d = loadDescription();
+  const violations = [];
+  const exceptions = [];
+  const v = (where, message, schemaPath = "") => violations.push({ where, message, schemaPath });
+  const h = (name) => headerValue(x.request_headers, name);
+  // Every return says kind "event", so that check.mjs counts the deliveries.
+  const done = () => ({ violations, exceptions, kind: "event" });
+
+  if (String(x.method || "").toUpperCase() !== "POST") v("request.method", `a webhook delivery is a POST, not ${x.method}`);
+  const event = h("X-GitHub-Event");
+  if (!event) {
+    v("request.headers.X-GitHub-Event", "a webhook delivery names its event in X-GitHub-Event");
+    return done();
+  }
+  if (!h("X-GitHub-Delivery")) v("request.headers.X-GitHub-Delivery", "a webhook delivery carries its GUID in X-GitHub-Delivery");
+  if (!/^\d+$/.test(h("X-GitHub-Hook-ID") || "")) v("request.headers.X-GitHub-Hook-ID", "a webhook delivery carries the hook's numeric ID in X-GitHub-Hook-ID");
+  if (!/^GitHub-Hookshot\/\S+$/.test(h("User-Agent") || "")) v("request.headers.User-Agent", `a webhook delivery's User-Agent is GitHub-Hookshot/<id>, got ${JSON.stringify(h("User-Agent") || "")}`);
+  // Signed deliveries (a hook with a secret) carry the hex HMACs.
+  const s256 = h("X-Hub-Signature-256");
+  if (s256 !== undefined && !/^sha256=[0-9a-f]{64}$/.test(s256)) v("request.headers.X-Hub-Signature-256", "X-Hub-Signature-256 is sha256= and 64 hex digits");
+  const s1 = h("X-Hub-Signature");
+  if (s1 !== undefined && !/^sha1=[0-9a-f]{40}$/.test(s1)) v("request.headers.X-Hub-Signature", "X-Hub-Signature is sha1= and 40 hex digits");
+
+  let body;
+  try {
+    body = JSON.parse(x.request_body || "");
+  } catch (e) {
+    v("request.body", "webhook payload is not JSON: " + e.message);
+    return done();
+  }
+  const action = body && typeof body === "object" ? body.action : undefined;
+  const hook = findWebhook(event, typeof action === "string" ? action : "");
+  if (!hook) {
+    v("request.body.action", `no webhook is documented for event ${event}${action !== undefined ? " action " + JSON.stringify(action) : ""}`, "#/x-webhooks");
+    return done();
+  }
+  const mt = mediaType(h("Content-Type"));
+  const content = (resolve(d.doc, hook.operation.requestBody) || {}).content || {};
+  if (!content[mt]) {
+    v("request.headers.Content-Type", `webhook content type ${mt || "(none)"} is not documented for ${hook.key} (documented: ${Object.keys(content).join(", ")})`, pointer("x-webhooks", hook.key, "post", "requestBody", "content"));
+    return done();
+  }
+  if (x.truncated) return done();
+  if (!/json/.test(mt)) return done();
+  checkJsonBody(d, x.request_body, pointer("x-webhooks", hook.key, "post", "requestBody", "content", mt, "schema"), "request.body", violations);
+  return done();
 }

@@ -16,7 +16,8 @@
 //
 // Job state is computed lazily on each request from the server's clock
 // ([Options.Now]), so a test with a fake clock is fully deterministic and the
-// server runs no goroutines of its own.
+// server runs no goroutines of its own (but for the event loop of Start, see
+// Events).
 //
 // # Wire protocol
 //
@@ -156,6 +157,45 @@
 // cannot tell whether the job exists. Injected answers are recorded with
 // "injected": true.
 //
+// # Events
+//
+// With [Options.Events] the server also plays AWS Batch's EventBridge
+// integration: each job state change is sent, as Batch sends it through a
+// rule ({"source": ["aws.batch"], "detail-type": ["Batch Job State
+// Change"]}) to an API destination whose connection has API key
+// authorization, as a POST to [EventsOptions.URL] with the headers an API
+// destination sends:
+//
+//	Content-Type: application/json; charset=utf-8
+//	User-Agent: Amazon/EventBridge/ApiDestinations
+//	Range: bytes=0-1048575
+//	Accept-Encoding: gzip,deflate
+//	Connection: close
+//	X-Jobbridge-Key: <EventsOptions.Key>     (the header named by KeyHeader)
+//
+// and the event envelope as body:
+//
+//	{"version": "0", "id": "<random UUID>", "detail-type": "Batch Job State Change",
+//	 "source": "aws.batch", "account": "123456789012", "time": "2026-01-02T03:04:05Z",
+//	 "region": "us-east-1", "resources": ["<job ARN>"], "detail": {<JobDetail>}}
+//
+// time is the moment of the change in whole seconds, and detail is the
+// job's JobDetail at that moment, exactly as DescribeJobs would have
+// answered it then (timestamps in it are Unix milliseconds). An event is
+// sent each time a job's status, or its number of finished attempts,
+// changes; none for the submission itself, and none for a scripted phase
+// of no length. Array children send their own events (as PARENT:INDEX),
+// beside their parent's.
+//
+// State is still computed lazily: [Server.SendEvents] sends the changes up
+// to the server's clock, oldest first, so that a test with a manual clock
+// decides when events go out; [Server.Start] runs a loop that calls it
+// every [EventsOptions.Interval] (default 1s) until [Server.Close]. As
+// EventBridge does, a delivery answered 429 or 5xx, or not answered within
+// the client's timeout (default 5s), is sent again later with the same id;
+// any other answer ends it. [Server.Redeliver] sends a delivered event
+// again, same id and body, and [Server.Events] lists what was sent.
+//
 // # Exchange recording
 //
 // With [Options.ExchangeDir] (default: the environment variable
@@ -165,5 +205,9 @@
 // request_headers (without Authorization, X-Amz-Security-Token and
 // Cookie), request_body, status (0 for a dropped connection),
 // response_headers, response_body, operation (SubmitJob, DescribeJobs, ...),
-// and injected and truncated (bodies over 1 MiB) when true.
+// and injected and truncated (bodies over 1 MiB) when true. Event
+// deliveries are recorded too, from the sending side, with operation
+// EventDelivery ([OpEventDelivery]), the URL's path and query, the request
+// headers with Host and Content-Length and the API key's value replaced by
+// "[redacted]", and the receiver's answer (status 0 when there was none).
 package batchfake

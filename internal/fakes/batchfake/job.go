@@ -151,6 +151,7 @@ type job struct {
 	children []*job
 
 	stop *stopRequest
+	ev   eventState // guarded by the server's mu
 }
 
 // stopRequest is the first TerminateJob or CancelJob that took effect.

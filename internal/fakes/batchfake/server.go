@@ -3,6 +3,7 @@ package batchfake
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -88,6 +89,10 @@ type Options struct {
 	// batch-<pid>.jsonl (see the package documentation). Default: the
 	// environment variable JOBBRIDGE_EXCHANGES; empty records nothing.
 	ExchangeDir string
+	// Events, when set, makes the server send its jobs' state changes as
+	// EventBridge events to an API destination (see [EventsOptions] and
+	// [Server.SendEvents]). Default: none.
+	Events *EventsOptions
 }
 
 // Defaults of [Options].
@@ -117,6 +122,14 @@ type Server struct {
 
 	// lifeMu guards the listener started by Start.
 	life loopback.Server
+
+	events  *EventsOptions
+	evMu    sync.Mutex // serialises deliveries; taken before mu
+	evQueue []*Event   // collected, not delivered yet
+	evSent  []*Event   // delivered
+	evLife  sync.Mutex // guards the delivery loop's lifecycle
+	evStop  context.CancelFunc
+	evDone  chan struct{}
 }
 
 // New returns a server with no jobs.
@@ -159,6 +172,10 @@ func New(opts *Options) *Server {
 		if opts.ExchangeDir != "" {
 			s.exchanges = opts.ExchangeDir
 		}
+		if opts.Events != nil {
+			e := *opts.Events
+			s.events = &e
+		}
 	}
 	return s
 }
@@ -166,17 +183,24 @@ func New(opts *Options) *Server {
 // Start listens on addr (for example "127.0.0.1:0"; empty means that) and
 // serves in the background until [Server.Close]. It returns the base URL,
 // such as "http://127.0.0.1:41234", to use as the client's base endpoint.
+// With [Options.Events] it also sends the jobs' state changes, every
+// [EventsOptions.Interval], until Close.
 func (s *Server) Start(addr string) (baseURL string, err error) {
 	addr, err = s.life.Start("Batch fake", addr, s)
 	if err != nil {
 		return "", err
 	}
+	s.startEvents()
 	return "http://" + addr, nil
 }
 
 // Close stops the listener started by [Server.Start] and closes its
-// connections. It is a no-op when the server was not started. Jobs are kept.
-func (s *Server) Close() error { return s.life.Close("Batch fake") }
+// connections, and stops sending events. It is a no-op when the server was
+// not started. Jobs are kept.
+func (s *Server) Close() error {
+	s.stopEvents()
+	return s.life.Close("Batch fake")
+}
 
 // Calls returns how many requests for the operation (for example
 // [OpDescribeJobs]) the server received, including those answered by an

@@ -97,10 +97,28 @@
 // primary window's x-ratelimit headers, remaining not 0, as on GitHub),
 // optionally after the request took effect, or a dropped connection.
 //
+// # Webhooks
+//
+// [Server.Webhook] points the server at a webhook receiver with a secret;
+// each [Server.DeliverEvents] (or, on the real clock,
+// [Server.DeliverEventsEvery]) then POSTs the workflow_run (requested,
+// in_progress, completed) and workflow_job (queued, waiting, in_progress,
+// completed) deliveries GitHub sends for every run and job state change
+// since the last call, in GitHub's order, also for changes the clock passed
+// over together. Each is signed as GitHub signs (X-Hub-Signature-256 and
+// the legacy X-Hub-Signature) and carries GitHub's headers and payload
+// (action, workflow_run and workflow or workflow_job, repository,
+// organization, sender, and installation for an App; deployment for a job
+// waiting on an environment). A re-run attempt sends no requested. As on
+// GitHub a delivery is sent once, whatever the answer; [Server.Redeliver]
+// sends one again with the same X-GitHub-Delivery, [Server.Ping] sends the
+// ping of a new hook, and [Server.Deliveries] lists what was sent.
+//
 // # Exchange records
 //
 // When the environment variable JOBBRIDGE_EXCHANGES ([ExchangesEnv]) names
 // a directory as the server is created, every exchange it serves is
 // appended to JOBBRIDGE_EXCHANGES/github-PID.jsonl in the shared format the
-// spec checks read; see [ExchangesEnv].
+// spec checks read; see [ExchangesEnv]. So is every webhook delivery it
+// sends, with Operation [WebhookOperation] and the receiver's answer.
 package githubfake

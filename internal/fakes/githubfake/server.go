@@ -162,6 +162,13 @@ type Server struct {
 	inFlight     int
 	points       map[string]*pointWindow
 
+	// hook is where webhook deliveries go (nil: none); hookMu
+	// serialises sending them, so that they leave in order. base is the
+	// server's own URL, for the documents deliveries carry.
+	hookMu sync.Mutex
+	hook   *webhook
+	base   string
+
 	life loopback.Server
 }
 
@@ -306,6 +313,9 @@ func (s *Server) Start(addr string) (baseURL string, err error) {
 	if err != nil {
 		return "", err
 	}
+	s.mu.Lock()
+	s.base = "http://" + addr + "/"
+	s.mu.Unlock()
 	return "http://" + addr + "/", nil
 }
 
@@ -529,6 +539,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests++
+	if s.base == "" {
+		s.base = baseURL(r)
+	}
 	s.versions[r.Header.Get("X-GitHub-Api-Version")]++
 	fault, faulted := s.takeFault(r.Method, r.URL.Path)
 	var resp response

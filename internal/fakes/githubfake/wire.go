@@ -17,8 +17,10 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host + "/"
 }
 
-func htmlURL(r *http.Request, rn *run) string {
-	return fmt.Sprintf("%s%s/%s/actions/runs/%d", baseURL(r), rn.owner, rn.repo, rn.id)
+func htmlURL(r *http.Request, rn *run) string { return runHTMLURL(baseURL(r), rn) }
+
+func runHTMLURL(base string, rn *run) string {
+	return fmt.Sprintf("%s%s/%s/actions/runs/%d", base, rn.owner, rn.repo, rn.id)
 }
 
 func stamp(t time.Time) *string {
@@ -137,6 +139,8 @@ type runDocument struct {
 	WorkflowURL     string         `json:"workflow_url"`
 	CheckSuiteURL   string         `json:"check_suite_url"`
 	CheckSuiteID    int64          `json:"check_suite_id"`
+	CheckSuiteNode  string         `json:"check_suite_node_id"`
+	PreviousAttempt *string        `json:"previous_attempt_url"`
 	PullRequests    []any          `json:"pull_requests"`
 	HeadCommit      commitDocument `json:"head_commit"`
 	Actor           map[string]any `json:"actor"`
@@ -146,47 +150,57 @@ type runDocument struct {
 }
 
 func (s *Server) runDoc(r *http.Request, rn *run) runDocument {
-	st := rn.stateAt(s.now())
-	api := fmt.Sprintf("%srepos/%s/%s/actions/runs/%d", baseURL(r), rn.owner, rn.repo, rn.id)
+	return runDocAt(baseURL(r), rn, rn.stateAt(s.now()))
+}
+
+// runDocAt is the run in state st, with URLs under base.
+func runDocAt(base string, rn *run, st state) runDocument {
+	api := fmt.Sprintf("%srepos/%s/%s/actions/runs/%d", base, rn.owner, rn.repo, rn.id)
 	sha := fmt.Sprintf("%040x", rn.id)
+	var previous *string
+	if rn.attempt > 1 {
+		previous = nullable(fmt.Sprintf("%s/attempts/%d", api, rn.attempt-1))
+	}
 	return runDocument{
-		ID:            rn.id,
-		Name:          rn.workflow.Name,
-		NodeID:        fmt.Sprintf("WFR_fake%d", rn.id),
-		HeadBranch:    strings.TrimPrefix(rn.ref, "refs/heads/"),
-		HeadSHA:       sha,
-		Path:          ".github/workflows/" + rn.workflow.File,
-		DisplayTitle:  rn.title,
-		RunNumber:     rn.number,
-		RunAttempt:    rn.attempt,
-		Event:         "workflow_dispatch",
-		Status:        st.status,
-		Conclusion:    nullable(st.conclusion),
-		WorkflowID:    rn.workflow.ID,
-		URL:           api,
-		HTMLURL:       htmlURL(r, rn),
-		CreatedAt:     stamp(rn.firstAt),
-		UpdatedAt:     stamp(st.updatedAt),
-		RunStartedAt:  stamp(rn.createdAt),
-		JobsURL:       api + "/jobs",
-		LogsURL:       api + "/logs",
-		ArtifactsURL:  api + "/artifacts",
-		CancelURL:     api + "/cancel",
-		RerunURL:      api + "/rerun",
-		WorkflowURL:   fmt.Sprintf("%srepos/%s/%s/actions/workflows/%d", baseURL(r), rn.owner, rn.repo, rn.workflow.ID),
-		CheckSuiteURL: fmt.Sprintf("%srepos/%s/%s/check-suites/%d", baseURL(r), rn.owner, rn.repo, rn.id+1),
-		CheckSuiteID:  rn.id + 1,
-		PullRequests:  []any{},
+		ID:              rn.id,
+		Name:            rn.workflow.Name,
+		NodeID:          fmt.Sprintf("WFR_fake%d", rn.id),
+		HeadBranch:      strings.TrimPrefix(rn.ref, "refs/heads/"),
+		HeadSHA:         sha,
+		Path:            ".github/workflows/" + rn.workflow.File,
+		DisplayTitle:    rn.title,
+		RunNumber:       rn.number,
+		RunAttempt:      rn.attempt,
+		Event:           "workflow_dispatch",
+		Status:          st.status,
+		Conclusion:      nullable(st.conclusion),
+		WorkflowID:      rn.workflow.ID,
+		URL:             api,
+		HTMLURL:         runHTMLURL(base, rn),
+		CreatedAt:       stamp(rn.firstAt),
+		UpdatedAt:       stamp(st.updatedAt),
+		RunStartedAt:    stamp(rn.createdAt),
+		JobsURL:         api + "/jobs",
+		LogsURL:         api + "/logs",
+		ArtifactsURL:    api + "/artifacts",
+		CancelURL:       api + "/cancel",
+		RerunURL:        api + "/rerun",
+		WorkflowURL:     fmt.Sprintf("%srepos/%s/%s/actions/workflows/%d", base, rn.owner, rn.repo, rn.workflow.ID),
+		CheckSuiteURL:   fmt.Sprintf("%srepos/%s/%s/check-suites/%d", base, rn.owner, rn.repo, rn.id+1),
+		CheckSuiteID:    rn.id + 1,
+		CheckSuiteNode:  fmt.Sprintf("CS_fake%d", rn.id+1),
+		PreviousAttempt: previous,
+		PullRequests:    []any{},
 		HeadCommit: commitDocument{
 			ID: sha, TreeID: fmt.Sprintf("%040x", rn.id+7), Message: "Update " + rn.workflow.File,
 			Timestamp: rn.firstAt.Add(-time.Hour).UTC().Format(time.RFC3339),
 			Author:    personDocument{Name: "Mona Octocat", Email: "mona@example.com"},
 			Committer: personDocument{Name: "GitHub", Email: "noreply@github.com"},
 		},
-		Actor:           userDocument(baseURL(r), "octocat", 583231, "User"),
-		TriggeringActor: userDocument(baseURL(r), "octocat", 583231, "User"),
-		Repository:      repoDocument(baseURL(r), rn.owner, rn.repo),
-		HeadRepository:  repoDocument(baseURL(r), rn.owner, rn.repo),
+		Actor:           userDocument(base, "octocat", 583231, "User"),
+		TriggeringActor: userDocument(base, "octocat", 583231, "User"),
+		Repository:      repoDocument(base, rn.owner, rn.repo),
+		HeadRepository:  repoDocument(base, rn.owner, rn.repo),
 	}
 }
 
@@ -276,23 +290,24 @@ func (s *Server) jobsDoc(r *http.Request, rn *run) response {
 	return listing(r, "jobs", len(st.jobs), func(lo, hi int) any {
 		jobs := make([]jobDocument, 0, hi-lo)
 		for i := lo; i < hi; i++ {
-			jobs = append(jobs, s.jobDoc(r, rn, i, st.jobs[i]))
+			jobs = append(jobs, jobDoc(baseURL(r), rn, i, st.jobs[i]))
 		}
 		return jobs
 	})
 }
 
-func (s *Server) jobDoc(r *http.Request, rn *run, i int, js jobState) jobDocument {
+// jobDoc is job i of the run in state js, with URLs under base.
+func jobDoc(base string, rn *run, i int, js jobState) jobDocument {
 	id := rn.jobIDs[i]
 	name := rn.jobs()[i].Name
 	created := rn.createdAt.UTC().Format(time.RFC3339)
 	doc := jobDocument{
 		ID: id, NodeID: fmt.Sprintf("CR_fake%d", id), RunID: rn.id,
-		RunURL:     fmt.Sprintf("%srepos/%s/%s/actions/runs/%d", baseURL(r), rn.owner, rn.repo, rn.id),
+		RunURL:     fmt.Sprintf("%srepos/%s/%s/actions/runs/%d", base, rn.owner, rn.repo, rn.id),
 		HeadBranch: strings.TrimPrefix(rn.ref, "refs/heads/"), HeadSHA: fmt.Sprintf("%040x", rn.id),
-		URL:         fmt.Sprintf("%srepos/%s/%s/actions/jobs/%d", baseURL(r), rn.owner, rn.repo, id),
-		HTMLURL:     fmt.Sprintf("%s/job/%d", htmlURL(r, rn), id),
-		CheckRunURL: fmt.Sprintf("%srepos/%s/%s/check-runs/%d", baseURL(r), rn.owner, rn.repo, id),
+		URL:         fmt.Sprintf("%srepos/%s/%s/actions/jobs/%d", base, rn.owner, rn.repo, id),
+		HTMLURL:     fmt.Sprintf("%s/job/%d", runHTMLURL(base, rn), id),
+		CheckRunURL: fmt.Sprintf("%srepos/%s/%s/check-runs/%d", base, rn.owner, rn.repo, id),
 		Status:      js.status, Conclusion: nullable(js.conclusion),
 		// GitHub's description requires started_at: a job that has not
 		// started carries its creation time, as GitHub sends.

@@ -5,7 +5,8 @@
 // A [Server] is an [http.Handler]; [Server.Start] also serves it on a loopback
 // address. Job state is computed lazily on each request from the server's
 // clock ([Options.Now]), so a test with a fake clock is fully deterministic and
-// the server runs no goroutines of its own.
+// the server runs no goroutines of its own (except the callback sender, below,
+// when asked for one).
 //
 // # Submitting a job
 //
@@ -85,6 +86,30 @@
 // unknown) are ignored, so a replay is harmless. Content is not validated
 // against the schema. Other paths answer 404 and other methods 405 with an
 // Allow header, both with an {"error": ...} body.
+//
+// # Callbacks
+//
+// With [Options.Callbacks] the server calls a URL back on each change of a
+// job's state (a new status, or a new set of outstanding questions), as job
+// APIs with webhooks do: a POST whose body is the job document at that
+// moment (Content-Type application/json), signed with a shared secret.
+// By default it follows Standard Webhooks:
+//
+//	webhook-id:        msg_<random>_<job seq>_<n>   (the same on a redelivery)
+//	webhook-timestamp: 1796119200                   (Unix seconds of this attempt)
+//	webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">
+//
+// with the secret written "whsec_<base64 key>". The hmac_sha256_hex and
+// hmac_sha256_base64 schemes send the HMAC-SHA256 of the body (of
+// "<timestamp>.<body>" with a timestamp header) in one header, after an
+// optional prefix such as "sha256=". A background sender looks for changes
+// after each request and every [Callbacks.Interval]; with a negative interval
+// nothing is sent until the test calls [Server.SendCallbacks]. A failed
+// delivery is not retried on its own: [Server.Redeliver] sends one again (the
+// same ID and body, signed anew, with a timestamp the test may set in the
+// past), and [Server.Deliveries] lists them. With the environment variable
+// JOBBRIDGE_EXCHANGES set (package exchanges) every attempt is recorded with
+// backend "jobapi-callbacks" and the scheme as its operation.
 //
 // # Test hooks
 //

@@ -142,6 +142,13 @@ type job struct {
 	// ended, when set, is the final state reached through a request (a
 	// cancel or a declined question) rather than through time.
 	ended *state
+
+	// sent is set once a callback has reported the job, sentKey is the
+	// state it reported (status and outstanding questions), deliveries
+	// counts its callbacks.
+	sent       bool
+	sentKey    string
+	deliveries int
 }
 
 // state is the observable state of a job at one instant.

@@ -30,6 +30,9 @@ type Options struct {
 	// (GET /jobs) until it is this old, as job APIs whose listing lags
 	// their submissions do; GET /jobs/{id} answers at once. Default 0.
 	ListingLag time.Duration
+	// Callbacks, when set, makes the server call a URL back, signed, on
+	// each change of a job's state; see [Callbacks].
+	Callbacks *Callbacks
 }
 
 // Server is the fake job API. Create one with [New]; it is an [http.Handler]
@@ -47,6 +50,7 @@ type Server struct {
 	cancels     map[string]int
 	answers     map[string]map[string]int
 	faults      []*Fault
+	callbacks   *callbacker // nil without Options.Callbacks
 
 	// lifeMu guards the listener started by Start.
 	life loopback.Server
@@ -68,6 +72,12 @@ func New(opts *Options) *Server {
 	if opts != nil {
 		s.listingLag = opts.ListingLag
 	}
+	if opts != nil && opts.Callbacks != nil {
+		s.callbacks = newCallbacker(*opts.Callbacks)
+		if s.callbacks.cfg.Interval > 0 {
+			go s.callbacks.run(s)
+		}
+	}
 	return s
 }
 
@@ -83,8 +93,14 @@ func (s *Server) Start(addr string) (baseURL string, err error) {
 }
 
 // Close stops the listener started by [Server.Start] and closes its
-// connections. It is a no-op when the server was not started. Jobs are kept.
-func (s *Server) Close() error { return s.life.Close("job API fake") }
+// connections, and stops sending callbacks in the background (for good).
+// Jobs are kept.
+func (s *Server) Close() error {
+	if s.callbacks != nil {
+		s.callbacks.close()
+	}
+	return s.life.Close("job API fake")
+}
 
 // Submissions returns how many POST /jobs requests created a job with the
 // given correlation ID. Idempotent repeats are not counted.
@@ -265,6 +281,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, faultResponse(fault, resp, r.URL.Path))
 	default:
 		writeResponse(w, resp)
+	}
+	if s.callbacks != nil {
+		s.callbacks.notify() // the request may have changed a job
 	}
 }
 
