@@ -194,7 +194,7 @@ func createLongTasks(b *testing.B, ctx context.Context, c *taskclient.Client, fa
 }
 
 // fakeJobs lists the REST job fake's jobs, newest first.
-func fakeJobs(b *testing.B, base string) []fakeJob {
+func fakeJobs(b testing.TB, base string) []fakeJob {
 	resp, err := http.Get(base + "/jobs")
 	if err != nil {
 		b.Fatal(err)
@@ -211,10 +211,19 @@ func fakeJobs(b *testing.B, base string) []fakeJob {
 
 // postCallback sends one signed Standard Webhooks callback saying the job
 // runs at the given step.
-func postCallback(b *testing.B, url, id, job, message string) {
+func postCallback(b testing.TB, url, id, job, message string) {
 	body := fmt.Appendf(nil, `{"id":%q,"status":"running","message":%q}`, job, message)
+	status, answer := sendCallback(b, url, id, body, pushSecret)
+	if status != http.StatusAccepted || !bytes.Contains(answer, []byte(`"applied"`)) {
+		b.Fatalf("callback: HTTP %d %s", status, answer)
+	}
+}
+
+// sendCallback POSTs body as a Standard Webhooks callback signed with
+// secret, and returns the answer.
+func sendCallback(b testing.TB, url, id string, body []byte, secret string) (int, []byte) {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	key, _ := base64.StdEncoding.DecodeString(pushSecret[len("whsec_"):])
+	key, _ := base64.StdEncoding.DecodeString(secret[len("whsec_"):])
 	mac := hmac.New(sha256.New, key)
 	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
@@ -229,9 +238,7 @@ func postCallback(b *testing.B, url, id, job, message string) {
 	var out bytes.Buffer
 	out.ReadFrom(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || !bytes.Contains(out.Bytes(), []byte(`"applied"`)) {
-		b.Fatalf("callback: HTTP %d %s", resp.StatusCode, out.Bytes())
-	}
+	return resp.StatusCode, out.Bytes()
 }
 
 // notifyFloor measures n NOTIFY-to-LISTEN round trips between two plain
