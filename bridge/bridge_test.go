@@ -664,6 +664,24 @@ func TestMissingArgumentsAreAskedFor(t *testing.T) {
 	if got := h.waitTerminal(res.Task.TaskID); !strings.Contains(got.Result.Text(), "Alice") {
 		t.Errorf("result %q does not carry the gathered name", got.Result.Text())
 	}
+	for _, tc := range []struct{ action, says string }{
+		{"decline", "the user declined to provide it; call again with it in the arguments"},
+		{"cancel", "the user cancelled the request to provide it; call again with it in the arguments"},
+	} {
+		t.Run("the user may "+tc.action, func(t *testing.T) {
+			first, err := h.tasks.CallTool(ctx, "test_tool_with_task", nil, nil)
+			if err != nil || first.Input == nil {
+				t.Fatalf("first round: %v %+v", err, first)
+			}
+			res, err := h.tasks.CallTool(ctx, "test_tool_with_task", nil, &taskclient.CallOptions{
+				InputResponses: map[string]any{key: taskclient.ElicitResult{Action: tc.action}},
+				RequestState:   first.Input.RequestState,
+			})
+			if err != nil || res.Result == nil || !res.Result.IsError || !strings.Contains(res.Result.Text(), tc.says) {
+				t.Fatalf("got %v %+v; want an isError result saying %q", err, res, tc.says)
+			}
+		})
+	}
 	t.Run("a forged requestState is refused", func(t *testing.T) {
 		_, err := h.tasks.CallTool(ctx, "test_tool_with_task", nil, &taskclient.CallOptions{RequestState: "eyJ2Ijp7Im5hbWUiOiJNYWxsb3J5In19.AAAA"})
 		if code := rpcCode(t, err); code != -32602 {

@@ -70,7 +70,11 @@ func (b *Bridge) resolveArgs(t *tool, p *mcp.CallToolParamsRaw, elicitOK bool) (
 			return nil, nil, invalidParams("inputResponses[%q] must be an elicitation result", argumentsKey)
 		}
 		if e.Action != "accept" {
-			return nil, toolError("the call needs %s, and the user %sd to provide %s", quoteList(missing), e.Action, pronoun(missing)), nil
+			did := "declined"
+			if e.Action == "cancel" {
+				did = "cancelled the request"
+			}
+			return nil, toolError("the call needs %s, and the user %s to provide %s; call again with %s in the arguments", quoteList(missing), did, pronoun(missing), pronoun(missing)), nil
 		}
 		for _, name := range missing {
 			if v, ok := e.Content[name]; ok {
