@@ -686,7 +686,9 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 		if ok, until, why := g.allow(); !ok {
 			wait, reason = until.Sub(b.opts.Now()), why
 		} else {
-			sctx, cancel := context.WithDeadline(ctx, deadline)
+			// The request's own deadline runs on the real clock; the
+			// budget is measured on the bridge's (Options.Now).
+			sctx, cancel := context.WithTimeout(ctx, deadline.Sub(b.opts.Now()))
 			ref, err := t.adapter.Start(sctx, req)
 			cancel()
 			d, throttled := adapters.RetryAfter(err)

@@ -227,13 +227,15 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 		o := ev.Observation
 		if !o.State.Terminal() && staleEvent(t, ev.At) {
 			// Older than what the task shows. Clocks differ between the
-			// backend and the bridge, so an event that says something
-			// else is a reason to look again.
+			// backend and the bridge, so an event whose state differs
+			// from the task's is a reason to look again (a message alone
+			// is not: a job's step may start before its run's last
+			// update).
 			says := mapping.StatusWorking
 			if o.State == adapters.StateInputRequired {
 				says = mapping.StatusInputRequired
 			}
-			if says != t.Status || o.Message != t.StatusMessage {
+			if says != t.Status {
 				b.goBackground(func() { b.observe(t) })
 			}
 			continue

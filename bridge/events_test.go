@@ -200,3 +200,31 @@ func TestEventsReplacePolling(t *testing.T) {
 		t.Errorf("no backend polls after the events stopped for longer than quiet")
 	}
 }
+
+func TestStaleEventsLookAgainOnlyWhenTheStateDiffers(t *testing.T) {
+	h := newEventHarness(t, adapters.EventPolling{Interval: time.Hour, Quiet: time.Hour}, harnessOptions{sweep: time.Hour})
+	task := h.createTask("slow_compute", map[string]any{"seconds": 60})
+	job := h.jobOf(task.TaskID)
+	if status, body := h.push("sesame", testEvent{ID: "s1", Job: job, State: "working", Message: "running"}); !strings.Contains(body, "applied") {
+		t.Fatalf("event: %d %s", status, body)
+	}
+	before := h.fake.Requests()
+	old := time.Now().Add(-time.Hour)
+	if _, body := h.push("sesame", testEvent{ID: "s2", Job: job, State: "working", Message: "step 1", At: old}); !strings.Contains(body, "stale") {
+		t.Fatalf("old event: %s; want stale", body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := h.fake.Requests() - before; n != 0 {
+		t.Errorf("a stale event saying the same state made %d backend calls; want none", n)
+	}
+	if _, body := h.push("sesame", testEvent{ID: "s3", Job: job, State: "input_required", Message: "approve?", At: old}); !strings.Contains(body, "stale") {
+		t.Fatalf("old event: %s; want stale", body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.fake.Requests() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("a stale event saying another state did not make the bridge look at the job")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
