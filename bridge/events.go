@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,9 +120,9 @@ func (b *Bridge) refreshInterval(t *mapping.Task, tl *tool) time.Duration {
 // the event not yet applied only if the store never recorded its ID).
 func (b *Bridge) EventsHandler(prefix string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.URL.Path[min(len(prefix), len(r.URL.Path)):]
+		name, under := strings.CutPrefix(r.URL.Path, prefix)
 		es := b.events[name]
-		if es == nil || r.URL.Path[:min(len(prefix), len(r.URL.Path))] != prefix {
+		if es == nil || !under {
 			http.Error(w, "no backend accepts events at this path", http.StatusNotFound)
 			return
 		}

@@ -178,17 +178,26 @@ func (h *hub) refresh(key mapping.Key, version int64) {
 			return
 		}
 	}
-	// Every stream of a task belongs to its principal.
-	t, err := h.b.store.Get(h.b.ctx, key, streams[0].principal, h.b.opts.Now())
-	if err != nil {
-		if !errors.Is(err, mapping.ErrNotFound) {
-			h.b.log.Warn("reading a listened task", "task", shortKey(key), "error", err)
-		}
-		return
-	}
-	h.keep(t)
+	// A task is read as each principal whose streams list it: the owner's
+	// read succeeds; another's (a stream whose ownership check is still
+	// under way) finds nothing.
+	read := map[string]*mapping.Task{}
 	for _, s := range streams {
-		s.offer(t)
+		t, done := read[s.principal]
+		if !done {
+			var err error
+			t, err = h.b.store.Get(h.b.ctx, key, s.principal, h.b.opts.Now())
+			if err != nil && !errors.Is(err, mapping.ErrNotFound) {
+				h.b.log.Warn("reading a listened task", "task", shortKey(key), "error", err)
+			}
+			read[s.principal] = t
+			if t != nil {
+				h.keep(t)
+			}
+		}
+		if t != nil {
+			s.offer(t)
+		}
 	}
 }
 
