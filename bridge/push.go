@@ -235,14 +235,15 @@ func (h *hub) observeLoop() {
 		case <-tick.C:
 		}
 		h.mu.Lock()
-		var due []*mapping.Task
+		rows := make([]*mapping.Task, 0, len(h.rows))
 		for _, t := range h.rows {
-			if h.b.needsRefresh(t) {
-				due = append(due, t)
-			}
+			rows = append(rows, t)
 		}
 		h.mu.Unlock()
-		for _, t := range due {
+		for _, t := range rows {
+			if !h.b.needsRefresh(t) {
+				continue
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-h.done:
