@@ -239,6 +239,17 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			if says != t.Status {
 				b.goBackground(func() { b.observe(t) })
 			}
+			if t.EventAt == nil {
+				// A poll saw it first, but the backend does send this
+				// job's events: from now on it is polled as such.
+				b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
+					if c.EventAt != nil {
+						return false
+					}
+					c.EventAt = &now
+					return true
+				})
+			}
 			continue
 		}
 		if ev.Reread {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/mapping"
+	"github.com/jobbridge/jobbridge/taskclient"
 )
 
 // pushing is an adapter whose backend pushes events: the REST adapter of
@@ -226,5 +227,27 @@ func TestStaleEventsLookAgainOnlyWhenTheStateDiffers(t *testing.T) {
 			t.Fatal("a stale event saying another state did not make the bridge look at the job")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAStaleEventStillShowsThatEventsFlow(t *testing.T) {
+	// The job's first event comes after a poll saw its state: the job is
+	// polled as one whose events flow from then on.
+	h := newEventHarness(t, adapters.EventPolling{Interval: time.Hour, Quiet: time.Hour}, harnessOptions{sweep: time.Hour})
+	task := h.createTask("slow_compute", map[string]any{"seconds": 60})
+	job := h.jobOf(task.TaskID)
+	h.waitFor(task.TaskID, "observed", func(t *taskclient.Task) bool { return strings.HasPrefix(t.StatusMessage, "running") })
+	if _, body := h.push("sesame", testEvent{ID: "o1", Job: job, State: "working", Message: "running", At: time.Now().Add(-time.Hour)}); !strings.Contains(body, "stale") {
+		t.Fatalf("old event: %s; want stale", body)
+	}
+	before := h.fake.Requests()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if _, err := h.tasks.GetTask(t.Context(), task.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := h.fake.Requests() - before; n != 0 {
+		t.Errorf("%d backend requests after the job's first event; want none (the safety interval is an hour)", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/adapters/rest"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 )
 
 // backendKind is a backend type this binary knows: how the catalog decodes
@@ -48,6 +49,9 @@ type adapterOptions struct {
 // demoFakes are the base URLs of the demo's in-process fakes.
 type demoFakes struct {
 	jobAPI, batch, github string
+	// githubFake sends the GitHub backends' webhooks, once the demo
+	// listens (see wireDemoEvents).
+	githubFake *githubfake.Server
 }
 
 // backendKinds is the one table of backend types, used by serve, demo,
@@ -117,7 +121,12 @@ var backendKinds = []backendKind{
 			NewConfig: func() catalog.Block { return new(githubactions.BackendConfig) },
 			NewJob:    func() catalog.JobBlock { return new(githubactions.JobConfig) },
 			EnvValues: func(c catalog.Block) []string {
-				return []string{c.(*githubactions.BackendConfig).Token}
+				b := c.(*githubactions.BackendConfig)
+				values := []string{b.Token}
+				if e := b.Events; e != nil {
+					values = append(values, e.Secret)
+				}
+				return values
 			},
 		},
 		open: func(o adapterOptions) buildFunc {

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/jobbridge/jobbridge/adapters/githubactions"
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/auth/authtest"
 	"github.com/jobbridge/jobbridge/catalog"
@@ -109,6 +111,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		awsCredentials:       credentials.NewStaticCredentialsProvider("demo", "demo", ""),
 		resourceFromListener: *withAuth,
 		ready: func(url string) {
+			wireDemoEvents(ctx, cat, fakes, strings.TrimSuffix(url, "/mcp"), stderr)
 			fmt.Fprintf(stdout, `
 jobbridge demo is serving %d tools from %s at
 
@@ -276,8 +279,34 @@ func startFakes() (f demoFakes, stop func(), err error) {
 		return f, nil, fmt.Errorf("starting the GitHub fake: %w", err)
 	}
 	closers = append(closers, func() { github.Close() })
+	f.githubFake = github
 	return f, stop, nil
 }
+
+// wireDemoEvents has the GitHub fake send its webhooks, signed, to the
+// demo's event endpoint of the (first) GitHub backend with an events:
+// block, as a repository webhook would, once a second. The fake has one
+// webhook, as a repository may.
+func wireDemoEvents(ctx context.Context, cat *catalog.Catalog, f demoFakes, base string, stderr io.Writer) {
+	for name, be := range cat.Backends {
+		c, ok := be.Config.(*githubactions.BackendConfig)
+		if !ok || c.Events == nil || f.githubFake == nil {
+			continue
+		}
+		m := envRef.FindStringSubmatch(c.Events.Secret)
+		if m == nil {
+			fmt.Fprintf(stderr, "jobbridge demo: backend %s: the fake sends webhooks only for an events.secret of the form ${NAME}\n", name)
+			continue
+		}
+		secret, _ := demoGetenv(m[1])
+		f.githubFake.Webhook(base+eventsPrefix+name, secret)
+		go f.githubFake.DeliverEventsEvery(ctx, time.Second)
+		return
+	}
+}
+
+// envRef matches a whole ${NAME} reference.
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
 // pointAtFakes points every backend of the catalog at the demo's fakes.
 func pointAtFakes(cat *catalog.Catalog, f demoFakes) {

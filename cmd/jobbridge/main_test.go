@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -129,6 +130,24 @@ func TestDemoServesTheDemoCatalog(t *testing.T) {
 	}
 	if task.Status != "completed" || !strings.Contains(task.Result.Text(), "The sales report is ready.") {
 		t.Errorf("got %s %q", task.Status, task.Result.Text())
+	}
+	// The GitHub fake sends its webhooks to the demo: a run's events are
+	// applied to its task.
+	res, err = c.CallTool(ctx, "run_ci", map[string]any{}, nil)
+	if err != nil || res.Task == nil {
+		t.Fatalf("run_ci: %v %+v", err, res)
+	}
+	if task, err = taskclient.Wait(ctx, c, res.Task.TaskID, nil); err != nil || task.Status != "completed" {
+		t.Fatalf("run_ci: %v %+v", err, task)
+	}
+	resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := regexp.MustCompile(`jobbridge_backend_events_total\{backend="github",outcome="applied"\} (\d+)`).FindSubmatch(scrape); m == nil || string(m[1]) == "0" {
+		t.Errorf("no GitHub webhook was applied in the demo:\n%s", regexp.MustCompile(`(?m)^jobbridge_backend_events_total.*$`).FindAll(scrape, -1))
 	}
 	cancel()
 	if err := <-done; err != nil {
