@@ -54,6 +54,8 @@ type harnessOptions struct {
 	// sharedStore opens the store beside another harness's on the same file
 	// (sqlite.Options.Shared): a second writer such as the operator's CLI.
 	sharedStore bool
+	// wrapStore, when set, wraps the store the bridge uses.
+	wrapStore func(mapping.Store) mapping.Store
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -124,6 +126,10 @@ func (h *harness) start(o harnessOptions) {
 		t.Fatal(err)
 	}
 	h.store = store
+	var bridgeStore mapping.Store = store
+	if o.wrapStore != nil {
+		bridgeStore = o.wrapStore(store)
+	}
 	jobs := map[string]rest.JobConfig{}
 	for _, tl := range h.cat.Tools {
 		jobs[tl.Name] = *tl.Job.(*rest.JobConfig)
@@ -138,7 +144,7 @@ func (h *harness) start(o harnessOptions) {
 	}
 	b, err := bridge.New(bridge.Options{
 		Catalog:       h.cat,
-		Store:         store,
+		Store:         bridgeStore,
 		Adapters:      set,
 		Build:         "test",
 		HTTPPrincipal: o.principal,

@@ -125,7 +125,9 @@ func (h *hub) run(ch chan mapping.Change) {
 		case <-h.done:
 			return
 		case c := <-ch:
-			h.refresh(c.Key, c.Version)
+			if !h.refresh(c.Key, c.Version) {
+				h.requestResync() // read it again, after a pause
+			}
 		}
 	}
 }
@@ -148,15 +150,26 @@ func (h *hub) resyncLoop() {
 		}
 		h.mu.Unlock()
 		h.b.metrics.pushResyncs.Inc()
+		ok := true
 		for _, k := range keys {
-			h.refresh(k, 0)
+			ok = h.refresh(k, 0) && ok
+		}
+		if !ok {
+			// The store could not be read: try again in a second.
+			select {
+			case <-h.done:
+				return
+			case <-time.After(time.Second):
+				h.requestResync()
+			}
 		}
 	}
 }
 
 // refresh reads a listened task's row, unless every stream already has
-// version or newer, and hands it to the streams that list it.
-func (h *hub) refresh(key mapping.Key, version int64) {
+// version or newer, and hands it to the streams that list it. It reports
+// false when the store could not be read.
+func (h *hub) refresh(key mapping.Key, version int64) bool {
 	h.mu.Lock()
 	var streams []*stream
 	for s := range h.byKey[key] {
@@ -164,7 +177,7 @@ func (h *hub) refresh(key mapping.Key, version int64) {
 	}
 	h.mu.Unlock()
 	if len(streams) == 0 {
-		return
+		return true
 	}
 	if version > 0 {
 		behind := false
@@ -175,9 +188,10 @@ func (h *hub) refresh(key mapping.Key, version int64) {
 			}
 		}
 		if !behind {
-			return
+			return true
 		}
 	}
+	ok := true
 	// A task is read as each principal whose streams list it: the owner's
 	// read succeeds; another's (a stream whose ownership check is still
 	// under way) finds nothing.
@@ -189,6 +203,7 @@ func (h *hub) refresh(key mapping.Key, version int64) {
 			t, err = h.b.store.Get(h.b.ctx, key, s.principal, h.b.opts.Now())
 			if err != nil && !errors.Is(err, mapping.ErrNotFound) {
 				h.b.log.Warn("reading a listened task", "task", shortKey(key), "error", err)
+				ok = false
 			}
 			read[s.principal] = t
 			if t != nil {
@@ -199,6 +214,7 @@ func (h *hub) refresh(key mapping.Key, version int64) {
 			s.offer(t)
 		}
 	}
+	return ok
 }
 
 // keep remembers the newest row of a listened task.
@@ -303,6 +319,7 @@ func (h *hub) open(ctx context.Context, s *stream, ids []string) ([]string, erro
 	// budget, several at a time.
 	rows := make([]*mapping.Task, len(keys))
 	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	sem := make(chan struct{}, 8)
 	for i, k := range keys {
 		sem <- struct{}{}
@@ -311,7 +328,7 @@ func (h *hub) open(ctx context.Context, s *stream, ids []string) ([]string, erro
 			t, err := h.b.store.Get(ctx, k, s.principal, h.b.opts.Now())
 			if err != nil {
 				if !errors.Is(err, mapping.ErrNotFound) {
-					h.b.log.Warn("reading a task to listen to", "task", shortKey(k), "error", err)
+					failed.Store(&err)
 				}
 				return
 			}
@@ -319,6 +336,12 @@ func (h *hub) open(ctx context.Context, s *stream, ids []string) ([]string, erro
 		})
 	}
 	wg.Wait()
+	if errp := failed.Load(); errp != nil {
+		// Leaving the task out would say it is unknown: say what happened.
+		h.closeStream(s)
+		h.b.log.Warn("reading the tasks of a listen", "error", *errp)
+		return nil, internalError("the task store could not be read; listen again in a moment")
+	}
 	var agreed []string
 	var refused []mapping.Key
 	for i, k := range keys {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/mapping"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
@@ -360,4 +362,41 @@ func TestListenEndsWhenTheServerStops(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// failingGets is a store whose Get fails while fail is set.
+type failingGets struct {
+	mapping.Store
+	fail atomic.Bool
+}
+
+func (s *failingGets) Get(ctx context.Context, key mapping.Key, principal string, now time.Time) (*mapping.Task, error) {
+	if s.fail.Load() {
+		return nil, errors.New("database is unreachable")
+	}
+	return s.Store.Get(ctx, key, principal, now)
+}
+
+func TestListenSaysWhenTheStoreCannotBeRead(t *testing.T) {
+	var store *failingGets
+	h := newHarness(t, harnessOptions{wrapStore: func(s mapping.Store) mapping.Store {
+		store = &failingGets{Store: s}
+		return store
+	}})
+	task := h.createTask("slow_compute", map[string]any{"seconds": 600})
+	store.fail.Store(true)
+	_, err := h.tasks.Listen(t.Context(), []string{task.TaskID})
+	var rpc *taskclient.RPCError
+	if !errors.As(err, &rpc) || rpc.Code != taskclient.CodeInternalError || !strings.Contains(rpc.Message, "task store could not be read") {
+		t.Fatalf("listen while the store fails: %v; want an error saying so (not an acknowledgement without the task)", err)
+	}
+	store.fail.Store(false)
+	s, err := h.tasks.Listen(t.Context(), []string{task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.TaskIDs) != 1 {
+		t.Fatalf("acknowledged %q once the store is back", s.TaskIDs)
+	}
 }
