@@ -22,6 +22,17 @@ type Cursor struct {
 // CursorOf returns the cursor that marks t's position.
 func CursorOf(t *Task) *Cursor { return &Cursor{CreatedAt: t.CreatedAt, Key: t.Key} }
 
+// Page cuts the tasks a store read for a page of limit (it reads one more,
+// to know whether one follows) and returns the page with the cursor of its
+// last task, or nil when nothing follows.
+func Page(tasks []*Task, limit int) ([]*Task, *Cursor) {
+	if len(tasks) <= limit {
+		return tasks, nil
+	}
+	tasks = tasks[:limit]
+	return tasks, CursorOf(tasks[limit-1])
+}
+
 // cursorVersion is the first byte of an encoded cursor, so that a later
 // encoding can tell its cursors from these.
 const cursorVersion = 1

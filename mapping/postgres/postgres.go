@@ -811,11 +811,8 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing tasks: %w", err)
 	}
-	if len(tasks) <= limit {
-		return tasks, nil, nil
-	}
-	tasks = tasks[:limit]
-	return tasks, mapping.CursorOf(tasks[limit-1]), nil
+	page, next := mapping.Page(tasks, limit)
+	return page, next, nil
 }
 
 // List returns up to limit (1 to mapping.MaxListLimit) of the tasks of any
@@ -834,11 +831,8 @@ func (s *Store) List(ctx context.Context, f mapping.Filter, now time.Time, after
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing tasks: %w", err)
 	}
-	if len(tasks) <= limit {
-		return tasks, nil, nil
-	}
-	tasks = tasks[:limit]
-	return tasks, mapping.CursorOf(tasks[limit-1]), nil
+	page, next := mapping.Page(tasks, limit)
+	return page, next, nil
 }
 
 // listQuery builds List's query, which reads one row more than limit to

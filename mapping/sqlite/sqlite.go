@@ -665,11 +665,8 @@ func (s *Store) ListByPrincipal(ctx context.Context, principal string, now time.
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing tasks: %w", err)
 	}
-	if len(ts) <= limit {
-		return ts, nil, nil
-	}
-	ts = ts[:limit]
-	return ts, mapping.CursorOf(ts[limit-1]), nil
+	page, next := mapping.Page(ts, limit)
+	return page, next, nil
 }
 
 // List returns up to limit (1 to mapping.MaxListLimit) of the tasks of any
@@ -688,11 +685,8 @@ func (s *Store) List(ctx context.Context, f mapping.Filter, now time.Time, after
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing tasks: %w", err)
 	}
-	if len(ts) <= limit {
-		return ts, nil, nil
-	}
-	ts = ts[:limit]
-	return ts, mapping.CursorOf(ts[limit-1]), nil
+	page, next := mapping.Page(ts, limit)
+	return page, next, nil
 }
 
 // listQuery builds List's query, which reads one row more than limit to
