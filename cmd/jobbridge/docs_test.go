@@ -219,3 +219,60 @@ func neutralEnvironment(t *testing.T) {
 	t.Setenv("USER", "user")
 	t.Setenv("COLUMNS", "100")
 }
+
+// TestReadmeCatalogExample checks the catalog the README shows: it is
+// docs/examples/first-catalog.yaml word for word, and it loads as
+// `jobbridge validate` loads a catalog, without errors or warnings.
+func TestReadmeCatalogExample(t *testing.T) {
+	const example = "docs/examples/first-catalog.yaml"
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, ok := fencedAfter(string(readme), "<!-- "+example)
+	if !ok {
+		t.Fatalf("README.md has no fenced block after a comment naming %s (<!-- %s ... -->)", example, example)
+	}
+	file, err := os.ReadFile("../../" + example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(file) {
+		t.Errorf("the README's catalog differs from %s; make them equal again\nREADME:\n%s\nfile:\n%s", example, block, file)
+	}
+	cat, err := catalog.Load("../../"+example, catalogTypes()...)
+	if err != nil {
+		t.Fatalf("%s does not load: %v", example, err)
+	}
+	if len(cat.Warnings) > 0 {
+		t.Errorf("%s loads with warnings: %v", example, cat.Warnings)
+	}
+	if len(cat.Tools) == 0 {
+		t.Errorf("%s declares no tool", example)
+	}
+}
+
+// fencedAfter returns the content of the first fenced code block after the
+// line starting with marker.
+func fencedAfter(doc, marker string) (string, bool) {
+	i := strings.Index(doc, "\n"+marker)
+	if i < 0 {
+		return "", false
+	}
+	rest := doc[i+1:]
+	start := strings.Index(rest, "\n```")
+	if start < 0 {
+		return "", false
+	}
+	rest = rest[start+1:]
+	nl := strings.Index(rest, "\n")
+	if nl < 0 {
+		return "", false
+	}
+	body := rest[nl+1:]
+	end := strings.Index(body, "```\n")
+	if end < 0 || (end > 0 && body[end-1] != '\n') {
+		return "", false
+	}
+	return body[:end], true
+}
