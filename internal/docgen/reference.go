@@ -329,8 +329,8 @@ func (l *Loader) RenderReference(w io.Writer, r Reference, regenerate string) (R
 					typ = strings.NewReplacer("«", "", "»", "").Replace(typ)
 				}
 				text := strings.Join(strings.Fields(markdown(f.pkg, f.doc, link)), " ")
-				if first, rest, ok := strings.Cut(text, " "); ok && first == f.goName {
-					text = "`" + f.key + "` " + rest
+				if first, rest, ok := strings.Cut(text, " "); ok && strings.TrimRight(first, ",:;") == f.goName {
+					text = "`" + f.key + "`" + strings.TrimPrefix(first, f.goName) + " " + rest
 				}
 				if text == "" {
 					text = "**Undocumented.**"
@@ -564,7 +564,7 @@ func (l *Loader) describe(p *pkgInfo, e ast.Expr, suffix string) (string, []fiel
 		return "list of " + s, refs
 	case *ast.MapType:
 		s, refs := l.describe(p, x.Value, suffix+".NAME")
-		return "map of " + s, refs
+		return "map of string to " + s, refs
 	case *ast.InterfaceType:
 		return "any YAML value", nil
 	case *ast.Ident:
