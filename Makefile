@@ -9,7 +9,7 @@
 
 GO ?= go
 
-.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench bench-perf
+.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench bench-perf docs docs-check
 
 test: fmt-check vet unit spec-check validate-configs conformance clients
 
@@ -34,6 +34,19 @@ conformance:
 clients:
 	cd clients && npm ci --no-audit --no-fund --loglevel=error
 	./clients/run.sh
+
+# The generated pages of docs/ (docs/commands.md from the commands' -h,
+# docs/catalog-reference.md from the catalog types' doc comments): `make docs`
+# rewrites them; `make docs-check` (run by `make test` through the Go tests)
+# fails when they, the README's catalog example, a relative link or the
+# design page's list of dependencies have drifted from the code.
+DOCS_TESTS = TestCommandsDoc|TestCatalogReferenceDoc|TestReadmeCatalogExample|TestRepositoryLinks|TestDesignNamesEveryDependency|TestCheckLinks
+
+docs:
+	$(GO) test -count=1 ./cmd/jobbridge -run 'TestCommandsDoc|TestCatalogReferenceDoc' -update
+
+docs-check:
+	$(GO) test -count=1 ./cmd/jobbridge ./internal/docgen -run '$(DOCS_TESTS)'
 
 build:
 	$(GO) build -o bin/jobbridge ./cmd/jobbridge

@@ -166,9 +166,10 @@ func (c *Catalog) Tool(name string) *Tool {
 
 // Server is the catalog's `server:` block.
 type Server struct {
-	// Name and Version are reported as serverInfo. Defaults "jobbridge" and
-	// the binary's version.
-	Name    string `yaml:"name"`
+	// Name is reported as serverInfo's name. Default "jobbridge".
+	Name string `yaml:"name"`
+	// Version is reported as serverInfo's version. Default: the binary's
+	// version.
 	Version string `yaml:"version"`
 	// Instructions are returned by server/discover.
 	Instructions string `yaml:"instructions"`
@@ -255,10 +256,17 @@ type Confirm struct {
 
 // Annotations are MCP tool annotations (hints for clients, not enforced).
 type Annotations struct {
-	ReadOnly    *bool `yaml:"read_only"`
+	// ReadOnly hints that the tool changes nothing (readOnlyHint).
+	ReadOnly *bool `yaml:"read_only"`
+	// Destructive hints that the tool may destroy or overwrite something
+	// (destructiveHint).
 	Destructive *bool `yaml:"destructive"`
-	Idempotent  *bool `yaml:"idempotent"`
-	OpenWorld   *bool `yaml:"open_world"`
+	// Idempotent hints that calling the tool again with the same
+	// arguments has no further effect (idempotentHint).
+	Idempotent *bool `yaml:"idempotent"`
+	// OpenWorld hints that the tool reaches systems outside the server
+	// (openWorldHint).
+	OpenWorld *bool `yaml:"open_world"`
 }
 
 // Policy says who may list and call a tool. A caller is allowed when it is
@@ -266,9 +274,15 @@ type Annotations struct {
 // restriction of that kind, both empty: everyone) and holds every scope in
 // Scopes.
 type Policy struct {
+	// Principals are callers allowed by identity: an OAuth principal's
+	// "issuer|subject" or an API key's "key:principal".
 	Principals []string `yaml:"principals"`
-	Groups     []string `yaml:"groups"`
-	Scopes     []string `yaml:"scopes"`
+	// Groups allow every caller in one of them (the token's groups claim,
+	// an API key's groups).
+	Groups []string `yaml:"groups"`
+	// Scopes must all be held by the caller; a caller that lacks one gets
+	// HTTP 403 insufficient_scope naming it.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Allows reports whether a caller with the given identity may use the tool.

@@ -94,37 +94,82 @@ func nodeBudget(n int) int { return 10_000 + 20*n }
 
 // document is the file's top level as written.
 type document struct {
-	Version  *int        `yaml:"version"`
-	Server   Server      `yaml:"server"`
-	Defaults settings    `yaml:"defaults"`
-	Backends *yaml.Node  `yaml:"backends"`
-	Tools    []toolEntry `yaml:"tools"`
-	Auth     *yaml.Node  `yaml:"auth"`
-	Limits   *yaml.Node  `yaml:"limits"`
+	// Version is the catalog format's version. Required; must be 1.
+	Version *int `yaml:"version"`
+	// Server describes the server itself: its name and version as
+	// clients see them, its instructions and the default task store.
+	Server Server `yaml:"server"`
+	// Defaults set the tool keys of every tool that does not set them
+	// itself.
+	Defaults settings `yaml:"defaults"`
+	// Backends are the job systems the tools run on, by name; each entry's
+	// `type:` says which adapter reads the rest of it.
+	Backends *yaml.Node `yaml:"backends"`
+	// Tools are the MCP tools the server offers, in the order listed.
+	Tools []toolEntry `yaml:"tools"`
+	// Auth, when set, makes every HTTP request authenticate (OAuth 2.1
+	// bearer tokens, API keys or both) and binds each task to its caller.
+	// Without it the server listens on loopback addresses only.
+	Auth *yaml.Node `yaml:"auth"`
+	// Limits bound what one caller, and one request, may consume; every
+	// limit has a default.
+	Limits *yaml.Node `yaml:"limits"`
 }
 
 // settings are the tool keys that `defaults:` may also set.
 type settings struct {
-	Task            *string        `yaml:"task"`
-	PollInterval    *time.Duration `yaml:"poll_interval"`
+	// Task says whether a call becomes a task: required (only clients
+	// that declare the tasks extension may call the tool), optional (a
+	// task when the client declares the extension, otherwise the call
+	// waits for the job within sync_budget) or never (the call always
+	// waits). Default optional.
+	Task *string `yaml:"task"`
+	// PollInterval is the pollIntervalMs advertised to clients (> 0),
+	// doubled after a task has run 10 minutes and quadrupled after an hour
+	// (at most one minute). Default 2s.
+	PollInterval *time.Duration `yaml:"poll_interval"`
+	// RefreshInterval is the least time between two backend observations
+	// of one job; a poll within it is served from the last observation.
+	// Default: poll_interval.
 	RefreshInterval *time.Duration `yaml:"refresh_interval"`
-	SyncBudget      *time.Duration `yaml:"sync_budget"`
-	TTL             *time.Duration `yaml:"ttl"`
-	MissingGrace    *time.Duration `yaml:"missing_grace"`
+	// SyncBudget bounds how long a call that is not a task waits for its
+	// job. Default 50s, under the 60s after which common clients give up.
+	SyncBudget *time.Duration `yaml:"sync_budget"`
+	// TTL is how long a task stays retrievable after its creation; at most
+	// 30 days. Default 24h.
+	TTL *time.Duration `yaml:"ttl"`
+	// MissingGrace is how long a job may be missing from the backend (or
+	// its status unreadable) before the task ends. Default 2m.
+	MissingGrace *time.Duration `yaml:"missing_grace"`
 }
 
 // toolEntry is one entry of `tools:` as written.
 type toolEntry struct {
-	Name        string       `yaml:"name"`
-	Title       string       `yaml:"title"`
-	Description string       `yaml:"description"`
-	Backend     string       `yaml:"backend"`
-	Settings    settings     `yaml:",inline"`
-	InputSchema *yaml.Node   `yaml:"input_schema"`
-	Confirm     *Confirm     `yaml:"confirm"`
+	// Name is the tool's name as clients call it. Required, unique,
+	// [A-Za-z0-9_.-]{1,128}.
+	Name string `yaml:"name"`
+	// Title is an optional display name.
+	Title string `yaml:"title"`
+	// Description says what the tool does, for the model. Required.
+	Description string `yaml:"description"`
+	// Backend names the entry of `backends:` that runs the tool's jobs.
+	// Required.
+	Backend  string   `yaml:"backend"`
+	Settings settings `yaml:",inline"`
+	// InputSchema is the JSON Schema of the tool's arguments; its type
+	// must be object. Required. Arguments are checked against it before
+	// any job starts, after the defaults it declares are filled in.
+	InputSchema *yaml.Node `yaml:"input_schema"`
+	// Confirm, when set, asks the caller before the job is submitted; the
+	// task starts in input_required.
+	Confirm *Confirm `yaml:"confirm"`
+	// Annotations are the MCP tool hints shown to clients.
 	Annotations *Annotations `yaml:"annotations"`
-	Allow       *Policy      `yaml:"allow"`
-	// Job is decoded once the backend's type is known.
+	// Allow, with auth, says who may list and call the tool. Default:
+	// every authenticated caller.
+	Allow *Policy `yaml:"allow"`
+	// Job is the backend type's job block: how a call becomes a job. It is
+	// decoded once the backend's type is known.
 	Job *yaml.Node `yaml:"job"`
 }
 

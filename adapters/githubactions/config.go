@@ -92,12 +92,13 @@ type EventsConfig struct {
 //
 //	app: {app_id: 12345, installation_id: 67890, private_key_file: /etc/jobbridge/app.pem}
 type AppConfig struct {
-	// AppID is the app's numeric ID (the JWT's issuer); InstallationID
-	// the installation on the account that owns the repositories;
-	// PrivateKeyFile the path of the app's RSA private key in PEM (PKCS#1
-	// or PKCS#8), read once when the server starts.
-	AppID          int64  `yaml:"app_id"`
-	InstallationID int64  `yaml:"installation_id"`
+	// AppID is the app's numeric ID (the JWT's issuer).
+	AppID int64 `yaml:"app_id"`
+	// InstallationID is the app's installation on the account that owns
+	// the repositories.
+	InstallationID int64 `yaml:"installation_id"`
+	// PrivateKeyFile is the path of the app's RSA private key in PEM
+	// (PKCS#1 or PKCS#8), read once when the server starts.
 	PrivateKeyFile string `yaml:"private_key_file"`
 }
 
@@ -116,9 +117,11 @@ type AppConfig struct {
 // shortest form, booleans as true/false, lists and maps as JSON
 // (workflow_dispatch inputs are strings).
 type JobConfig struct {
-	// Owner and Repo name the repository.
+	// Owner is the account (user or organization) that owns the
+	// repository.
 	Owner string `yaml:"owner"`
-	Repo  string `yaml:"repo"`
+	// Repo is the repository's name.
+	Repo string `yaml:"repo"`
 	// Workflow is the workflow's file name (deploy.yml) or numeric ID.
 	Workflow string `yaml:"workflow"`
 	// Ref is the branch or tag to run on (a template).

@@ -120,9 +120,17 @@ type JobConfig struct {
 
 // Call is one HTTP request template.
 type Call struct {
-	Method  string            `yaml:"method"`
-	Path    string            `yaml:"path"`
-	Query   map[string]string `yaml:"query"`
+	// Method is the HTTP method; its default depends on the call (POST
+	// to start, cancel and respond, GET to observe and find).
+	Method string `yaml:"method"`
+	// Path is appended to the backend's base_url: a template whose
+	// placeholders are escaped as one path segment each. A path that
+	// would climb out of base_url is refused before anything is sent.
+	Path string `yaml:"path"`
+	// Query are query parameters; values are templates, query-escaped.
+	Query map[string]string `yaml:"query"`
+	// Headers are sent with this call besides the backend's headers;
+	// values are templates.
 	Headers map[string]string `yaml:"headers"`
 	// Body is built as structured data (a YAML mapping or list) and sent as
 	// JSON; it is never a string template.
@@ -245,7 +253,9 @@ type StatusConfig struct {
 
 // ProgressConfig locates progress counters in the status answer.
 type ProgressConfig struct {
-	Done  string `yaml:"done"`
+	// Done reads how much of the job is done (a number).
+	Done string `yaml:"done"`
+	// Total reads how much there is to do in all (a number).
 	Total string `yaml:"total"`
 }
 
@@ -259,7 +269,9 @@ type ResultConfig struct {
 
 // ErrorConfig locates a protocol-level error in the status answer.
 type ErrorConfig struct {
-	Code    string `yaml:"code"`
+	// Code reads the error's code.
+	Code string `yaml:"code"`
+	// Message reads the error's message.
 	Message string `yaml:"message"`
 }
 

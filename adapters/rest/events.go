@@ -72,7 +72,9 @@ type EventsConfig struct {
 	// Secret is the shared HMAC secret: ${NAME} (an environment variable)
 	// or ${file:/path} (a file, re-read when it changes), or literal text.
 	// Required. It never appears in errors or logs.
-	Secret    string          `yaml:"secret"`
+	Secret string `yaml:"secret"`
+	// Signature says where and how a callback is signed. Default: the
+	// Standard Webhooks scheme.
 	Signature SignatureConfig `yaml:"signature"`
 	// TimestampHeader names the header with the signed timestamp. Default
 	// webhook-timestamp for standard_webhooks; none for the hmac schemes.

@@ -1,0 +1,3 @@
+module example.com/refmod
+
+go 1.26
