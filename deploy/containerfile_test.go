@@ -338,8 +338,7 @@ func TestMultistageBuildsAStaticBinaryWithTheModulesGo(t *testing.T) {
 
 // The Deployment runs the image the registry entry names, as the image's user.
 func TestDeploymentRunsTheImage(t *testing.T) {
-	_, c := theDeployment(t, loadManifests(t))
-	d, _ := theDeployment(t, loadManifests(t))
+	d, c := theDeployment(t, loadManifests(t))
 	img, _ := loadContainerfile(t, containerfiles[0])
 	uid, _, _ := strings.Cut(img.User, ":")
 	if u := d.Spec.Template.Spec.SecurityContext.RunAsUser; u == nil || strconv.Itoa(*u) != uid {

@@ -213,11 +213,11 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	}
 	start, _ := u.last("Service", "ExecStart")
 	installed := strings.Fields(start)[0]
-	copy := filepath.Join(t.TempDir(), "jobbridge.service")
-	if err := os.WriteFile(copy, bytes.ReplaceAll(b, []byte(installed+" "), []byte(jobbridgeBin+" ")), 0o644); err != nil {
+	unitCopy := filepath.Join(t.TempDir(), "jobbridge.service")
+	if err := os.WriteFile(unitCopy, bytes.ReplaceAll(b, []byte(installed+" "), []byte(jobbridgeBin+" ")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(analyze, "verify", copy)
+	cmd := exec.Command(analyze, "verify", unitCopy)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	err = cmd.Run()
