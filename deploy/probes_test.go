@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // runningServer is a `jobbridge serve` of configs/demo.yaml on loopback
@@ -34,14 +37,44 @@ func freePort(t *testing.T) string {
 }
 
 // startServer starts `jobbridge serve` with the demo catalog, a temporary
-// SQLite store and an events listener, and waits until it says it serves.
+// SQLite store and an events listener, and waits until it says it serves. A
+// port taken between freePort and the start is tried again with others.
 func startServer(t *testing.T) runningServer {
+	t.Helper()
+	for range 3 {
+		s, err := tryStartServer(t)
+		if err == nil {
+			return s
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Log(err)
+	}
+	t.Fatal("no free ports for jobbridge serve after 3 tries")
+	return runningServer{}
+}
+
+func tryStartServer(t *testing.T) (runningServer, error) {
 	t.Helper()
 	dir := t.TempDir()
 	s := runningServer{mcp: freePort(t), events: freePort(t)}
 	catalog, err := filepath.Abs("../configs/demo.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	b, err := os.ReadFile(catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// The demo catalog's secrets: any values do for serving probes.
+	env := os.Environ()
+	for _, name := range envReferences(&doc) {
+		env = append(env, name+"=probe-test-value-of-some-length")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, jobbridgeBin, "serve",
@@ -50,8 +83,7 @@ func startServer(t *testing.T) runningServer {
 		"--events-listen", s.events,
 		"--store", "sqlite:"+filepath.Join(dir, "tasks.db"))
 	cmd.Dir = dir
-	// The demo catalog's secrets: any values do for serving probes.
-	cmd.Env = append(os.Environ(), "JOBS_API_TOKEN=probe-test", "GITHUB_TOKEN=probe-test", "GITHUB_WEBHOOK_SECRET=probe-test-webhook-secret")
+	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	stderr, err := cmd.StderrPipe()
@@ -67,7 +99,15 @@ func startServer(t *testing.T) runningServer {
 	})
 
 	serving := make(chan struct{})
-	var log strings.Builder
+	var (
+		logMu sync.Mutex
+		log   strings.Builder
+	)
+	logged := func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return log.String()
+	}
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
@@ -76,7 +116,9 @@ func startServer(t *testing.T) runningServer {
 		for sc.Scan() {
 			line := sc.Text()
 			if !said {
+				logMu.Lock()
 				log.WriteString(line + "\n")
+				logMu.Unlock()
 			}
 			if !said && strings.Contains(line, "serving MCP") {
 				said = true
@@ -87,12 +129,12 @@ func startServer(t *testing.T) runningServer {
 	}()
 	select {
 	case <-serving:
+		return s, nil
 	case <-logDone:
-		t.Fatalf("jobbridge serve ended before serving:\n%s", log.String())
+		return s, fmt.Errorf("jobbridge serve (%s) ended before serving:\n%s", s, logged())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("jobbridge serve did not say it serves within 60s:\n%s", log.String())
+		return s, fmt.Errorf("jobbridge serve (%s) did not say it serves within 60s:\n%s", s, logged())
 	}
-	return s
 }
 
 func TestProbesAnswerFromARealServer(t *testing.T) {
