@@ -711,3 +711,72 @@ func mapContains(m, sub map[string]string) bool {
 	}
 	return true
 }
+
+// kubectl's own Kustomize renders the manifests into the same objects, with
+// the generated ConfigMap's hashed name wherever the Deployment refers to
+// it. kubectl comes with this project's machines; elsewhere the other
+// manifest tests still check the files.
+func TestKustomizeRendersTheManifests(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed; the manifest tests above still check the files")
+	}
+	out, err := exec.Command(kubectl, "kustomize", kubeDir).Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", kubeDir, err, exit.Stderr)
+		}
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rendered.yaml")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rendered := manifests{objects: readObjects(t, file)}
+	source := loadManifests(t)
+	if len(rendered.objects) != len(source.objects) {
+		t.Errorf("kubectl kustomize renders %d objects, the files hold %d", len(rendered.objects), len(source.objects))
+	}
+	var catalogName string
+	for _, o := range source.objects {
+		if o.Kind == "ConfigMap" {
+			for _, r := range rendered.objects {
+				if r.Kind == "ConfigMap" && strings.HasPrefix(r.Metadata.Name, o.Metadata.Name+"-") {
+					catalogName = r.Metadata.Name
+					var cm struct {
+						Data map[string]string `yaml:"data"`
+					}
+					r.decode(t, &cm)
+					if !maps.Equal(cm.Data, source.configMapData[o.Metadata.Name]) {
+						t.Errorf("rendered ConfigMap %s differs from the files it is generated from", r.Metadata.Name)
+					}
+				}
+			}
+			if catalogName == "" {
+				t.Errorf("kubectl kustomize renders no ConfigMap %s-HASH", o.Metadata.Name)
+			}
+			continue
+		}
+		if _, ok := rendered.find(o.Kind, o.Metadata.Name); !ok {
+			t.Errorf("kubectl kustomize does not render %s", o)
+		}
+	}
+	d, c := theDeployment(t, rendered)
+	_, srcContainer := theDeployment(t, source)
+	if !slices.Equal(c.Args, srcContainer.Args) {
+		t.Errorf("rendered args %q, want %q", c.Args, srcContainer.Args)
+	}
+	found := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil {
+			found = true
+			if v.ConfigMap.Name != catalogName {
+				t.Errorf("rendered Deployment mounts ConfigMap %q, which kubectl kustomize renders as %q", v.ConfigMap.Name, catalogName)
+			}
+		}
+	}
+	if !found {
+		t.Error("rendered Deployment mounts no ConfigMap")
+	}
+}
