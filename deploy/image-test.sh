@@ -43,7 +43,7 @@ cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"
 cp deploy/image/passwd deploy/image/group "$ctx/"
 mkdir "$ctx/state"
 
-podman build --quiet --network=none --pull=never -f deploy/Containerfile \
+podman build --quiet --layers=false --network=none --pull=never -f deploy/Containerfile \
   --build-arg VERSION="$version" --build-arg REVISION="$revision" \
   -t "$tag" "$ctx" >/dev/null
 
