@@ -5,13 +5,14 @@
 # client packages (2.x for 2026-07-28, the v1 SDK for 2025-11-25) against the
 # real binary over HTTP and stdio (`make clients`, clients/run.sh). `make spec-check`
 # checks the GitHub and Batch fakes and adapters against the official API
-# descriptions (specs/run.sh says how).
+# descriptions (specs/run.sh says how). `make image-test` builds the container
+# image offline with podman and runs its binary (deploy/image-test.sh).
 
 GO ?= go
 
-.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients build bench bench-perf docs docs-check
+.PHONY: test fmt-check vet unit spec-check validate-configs conformance clients image-test build bench bench-perf docs docs-check
 
-test: fmt-check vet unit spec-check validate-configs conformance clients
+test: fmt-check vet unit spec-check validate-configs conformance clients image-test
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -47,6 +48,12 @@ docs:
 
 docs-check:
 	$(GO) test -count=1 ./cmd/jobbridge ./internal/docgen -run '$(DOCS_TESTS)'
+
+# The container image from deploy/Containerfile, built offline from a static
+# binary and checked without running a container: its files, its config and
+# labels, and its own binary (version, validate). Needs podman.
+image-test:
+	GO=$(GO) ./deploy/image-test.sh
 
 build:
 	$(GO) build -o bin/jobbridge ./cmd/jobbridge
