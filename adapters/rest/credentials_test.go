@@ -294,8 +294,8 @@ func TestSecond401IsReported(t *testing.T) {
 
 	api.revokeAll()
 	o := pollOnce(t, a, ref)
-	if o.Err == nil || !strings.Contains(o.Err.Error(), "HTTP 401") {
-		t.Fatalf("poll with a revoked token: %+v, want an error saying HTTP 401", o)
+	if o.Err == nil || !strings.Contains(o.Err.Error(), "answered 401") {
+		t.Fatalf("poll with a revoked token: %+v, want an error saying answered 401", o)
 	}
 	assertNoSecrets(t, "the error", o.Err.Error(), "f1le-t0ken-AAAA")
 	if seen, _, _ := api.requests(); len(seen) != 3 {
@@ -309,8 +309,8 @@ func TestStaticSecretIsNotRetriedAfter401(t *testing.T) {
 	api := newCredAPI(t)
 	a := newCredAdapter(t, api, api.backend(map[string]string{"Authorization": "Bearer ${JOBS_TOKEN}"}))
 	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "job", CorrelationID: "jb-1"})
-	if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
-		t.Fatalf("Start: %v, want a refusal saying HTTP 401", err)
+	if err == nil || !strings.Contains(err.Error(), "answered 401") {
+		t.Fatalf("Start: %v, want a refusal saying answered 401", err)
 	}
 	assertNoSecrets(t, "the error", err.Error())
 	if seen, _, _ := api.requests(); len(seen) != 1 {
@@ -437,7 +437,7 @@ func TestNoSecretInErrorsOrMessages(t *testing.T) {
 			t.Fatal("Start succeeded without a token")
 		}
 		assertNoSecrets(t, "the error", err.Error())
-		for _, want := range []string{"request not sent", "/token", "HTTP 401", "invalid_client"} {
+		for _, want := range []string{"POST /api/jobs was not sent", "/token", "HTTP 401", "invalid_client"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}

@@ -444,7 +444,7 @@ func (a *Adapter) ReadEvents(ctx context.Context, d adapters.Delivery) ([]adapte
 	}
 	o := a.observe(ctx, t, adapters.JobRef{ID: jobID}, v, &http.Response{Header: http.Header{}}, d.Body, ans)
 	if o.Err != nil {
-		return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.clean(jobID, maxShownID), errors.Unwrap(o.Err))
+		return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.clean(jobID, maxShownID), o.Err)
 	}
 	at := o.FinishedAt
 	if !cb.reads.at.IsZero() {

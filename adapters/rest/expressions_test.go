@@ -122,7 +122,7 @@ func TestOutcomes(t *testing.T) {
 		if errors.Is(err, adapters.ErrOutcomeUnknown) {
 			t.Fatalf("error %v wraps ErrOutcomeUnknown, want a refusal", err)
 		}
-		wantText(t, err, "backend refused it", "HTTP 500", "Job violates accounting/QOS policy")
+		wantText(t, err, "answered 500", "Job violates accounting/QOS policy")
 	})
 	t.Run("a 500 no rule matches stays an unknown outcome", func(t *testing.T) {
 		job := testJob()
@@ -443,7 +443,7 @@ func TestRespondAndFindOutcomes(t *testing.T) {
 		f := newFixture(t, testBackend(), job)
 		f.on("POST", "/jobs/job-1/answers", jsonResponder(200, `{"accepted":false,"reason":"the approval window has closed"}`))
 		err := f.a.Respond(t.Context(), testRef("job-1"), map[string]adapters.Answer{"q": {Action: "accept"}})
-		wantText(t, err, "the backend refused the answer", "the approval window has closed")
+		wantText(t, err, "POST /api/v1/jobs/job-1/answers answered 200", "the approval window has closed")
 	})
 	t.Run("find: an error answer that means no such job", func(t *testing.T) {
 		job := testJob()

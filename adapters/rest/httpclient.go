@@ -199,7 +199,7 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 	sign := signer(req.Context())
 	if sign != nil {
 		if err := sign(req); err != nil {
-			return nil, fmt.Errorf("credentials: %w", err)
+			return nil, &credentialsError{fmt.Errorf("the request's credentials: %w", err)}
 		}
 	}
 	rreq, err := retryablehttp.FromRequest(req)
@@ -207,6 +207,9 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	resp, err := a.send(rreq, retries, giveUp)
+	if resp != nil && resp.Request == nil {
+		resp.Request = req // a test's RoundTripper may leave it out
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || sign == nil ||
 		!a.creds.refreshable() || req.Context().Err() != nil {
 		return resp, err
@@ -215,9 +218,13 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 	resp.Body.Close()
 	a.creds.refreshRejected(req.Header.Get("Authorization"))
 	if err := sign(req); err != nil {
-		return nil, fmt.Errorf("credentials, after the backend answered HTTP 401: %w", err)
+		return nil, &credentialsError{fmt.Errorf("the request's credentials, after the backend answered 401: %w", err)}
 	}
-	return a.send(rreq, retries, giveUp)
+	resp, err = a.send(rreq, retries, giveUp)
+	if resp != nil && resp.Request == nil {
+		resp.Request = req
+	}
+	return resp, err
 }
 
 // send sends rreq as [Adapter.do] describes, without the credentials
@@ -309,10 +316,11 @@ func isThrottle(resp *http.Response) bool {
 }
 
 // throttle describes a throttling answer as an [adapters.ThrottledError]
-// carrying the Retry-After pause (zero when the backend did not say).
-func (a *Adapter) throttle(resp *http.Response, body []byte) error {
+// carrying the Retry-After pause (zero when the backend did not say) and
+// the answer's problem, with words (the rule's message or the backend's).
+func (a *Adapter) throttle(resp *http.Response, words string) error {
 	d, _ := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	return &adapters.ThrottledError{RetryAfter: d, Err: errors.New(a.statusText(resp, body))}
+	return &adapters.ThrottledError{RetryAfter: d, Err: a.answered(adapters.ProblemThrottled, nil, resp, words)}
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
@@ -335,11 +343,13 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // sendSafe sends a safe call (a GET), retried as [Adapter.do] allows, and
-// reads the answer.
+// reads the answer. A request that got no answer, or whose answer could not
+// be read, is an [adapters.CallError] of class unreachable; a request that
+// could not be built is a plain error.
 func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int, giveUp *atomic.Bool) (*http.Response, []byte, error) {
 	req, err := a.newRequest(ctx, c, v)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("the %s call cannot be made: %w", c.name, err)
 	}
 	if ruled := a.ruled(c, v); ruled != nil {
 		req = req.WithContext(context.WithValue(req.Context(), ruledKey{}, ruled))
@@ -349,11 +359,14 @@ func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int,
 	if err != nil {
 		closeBody(resp)
 		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
-		return nil, nil, err
+		return nil, nil, a.unanswered(req, nil, err)
 	}
 	body, err := readBody(resp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading answer: %w", err)
+		ce := a.unanswered(req, nil, err)
+		ce.Status = resp.StatusCode
+		ce.Message = "reading the answer failed: " + ce.Message
+		return nil, nil, ce
 	}
 	a.traceAnswer(c, resp, body)
 	return resp, body, nil
@@ -377,25 +390,6 @@ func readBody(resp *http.Response) ([]byte, error) {
 		return nil, fmt.Errorf("answer is larger than %d bytes", maxBody)
 	}
 	return b, nil
-}
-
-// statusText describes an unwelcome answer: its status and the backend's
-// error text, shortened, stripped of control characters and redacted.
-func (a *Adapter) statusText(resp *http.Response, body []byte) string {
-	s := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if t := a.redactor.clean(apiText(body), maxAPIText); t != "" {
-		s += ": " + t
-	}
-	return s
-}
-
-// excerpt is a short, redacted, printable extract of an answer for an
-// error message.
-func (a *Adapter) excerpt(body []byte) string {
-	if s := a.redactor.clean(string(body), maxExcerpt); s != "" {
-		return s
-	}
-	return "(empty)"
 }
 
 // reasonError is an error of a kind (one of the adapters sentinels) whose

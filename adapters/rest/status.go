@@ -24,21 +24,18 @@ const maxMessage = 1000
 // emptySchema is the requested schema of a question that has none.
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// observe reads a status answer. An unknown status value keeps the job
-// working, with the raw value in the message, and is logged. An answer whose
-// status field is missing, unreadable or neither a string nor a number is
-// reported in the observation's Err, wrapping [adapters.ErrUnreadableStatus],
-// with the HTTP status and an excerpt.
+// observe reads a status answer. A status value that states: does not map
+// is reported in the observation's Err, wrapping [adapters.ErrUnmappedState]
+// (naming the value and the mapped ones), and logged once per tool and
+// value. An answer whose status field is missing, unreadable or neither a
+// string nor a number is reported in the observation's Err, wrapping
+// [adapters.ErrUnreadableStatus], with the HTTP status and an excerpt.
 func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte, ans expr.Answer) adapters.Observation {
 	r := &t.read
 	unreadable := func(format string, args ...any) adapters.Observation {
-		// A callback (see ReadEvents) is read without an HTTP status.
-		answer := fmt.Sprintf("answer: %s", a.excerpt(body))
-		if resp.StatusCode != 0 {
-			answer = fmt.Sprintf("HTTP %d; %s", resp.StatusCode, answer)
-		}
-		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID,
-			reasonf(adapters.ErrUnreadableStatus, "%s (%s)", fmt.Sprintf(format, args...), answer))}
+		// A callback (see ReadEvents) is read without a request or status.
+		return adapters.Observation{Err: a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
+			fmt.Sprintf("%s (answer: %s)", fmt.Sprintf(format, args...), a.excerpt(body)))}
 	}
 	// read returns a reading's value; a reading that fails is logged and
 	// taken as absent (only the status field decides readability).
@@ -86,22 +83,16 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 	}
 	msg := text("status.message", r.message)
 
-	var o adapters.Observation
 	st, known := t.states[rawStatus]
-	if known {
-		o.State = st
-		o.Message = firstNonEmpty(msg, rawStatus)
-		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q → %s", r.field, a.redactor.clean(rawStatus, 100), st))
-	} else {
-		a.log.Warn("unknown job status; keeping the task working",
-			"tool", t.name, "job", ref.ID, "status", a.redactor.clean(rawStatus, 100))
-		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q, which status.states does not list → working", r.field, a.redactor.clean(rawStatus, 100)))
-		o.State = adapters.StateWorking
-		o.Message = fmt.Sprintf("status %q", rawStatus)
-		if msg != "" {
-			o.Message += ": " + msg
-		}
+	if !known {
+		a.logUnmapped(t, rawStatus)
+		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q, which status.states does not map", r.field, a.redactor.clean(rawStatus, 100)))
+		return adapters.Observation{Err: unmappedState(t, rawStatus, a.redactor.clean)}
 	}
+	var o adapters.Observation
+	o.State = st
+	o.Message = firstNonEmpty(msg, rawStatus)
+	a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q → %s", r.field, a.redactor.clean(rawStatus, 100), st))
 	o.Message = a.redactor.clean(o.Message, maxMessage)
 
 	if r.hasProgress {
@@ -264,4 +255,23 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// maxLoggedUnmapped bounds the unmapped status values logged, so that a
+// backend reporting ever new values does not grow the memory of them.
+const maxLoggedUnmapped = 1000
+
+// logUnmapped logs a status value states: does not map, once per tool and
+// value: it is the catalog's mistake, told to the caller on every poll.
+func (a *Adapter) logUnmapped(t *tool, value string) {
+	key := t.name + "\x00" + value
+	if a.unmappedLogged.Load() >= maxLoggedUnmapped {
+		return
+	}
+	if _, seen := a.unmapped.LoadOrStore(key, true); seen {
+		return
+	}
+	a.unmappedLogged.Add(1)
+	a.log.Warn("catalog problem: the backend reports a status value that status.states does not map",
+		"tool", t.name, "status", a.redactor.clean(value, 100), "mapped", strings.Join(t.mappedValues(), ", "))
 }
