@@ -319,12 +319,12 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 		o.HTTPClient = &recordingClient{next: o.HTTPClient, rec: rec}
 	})
 	if err != nil {
-		err = classifySubmit(err, rec.maybeSent.Load())
-		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: %w", req.Tool, aws.ToString(in.JobName), err)
+		return adapters.JobRef{}, classifySubmit(err, rec.maybeSent.Load())
 	}
 	id := aws.ToString(out.JobId)
 	if id == "" {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: the answer has no job ID: %w", req.Tool, aws.ToString(in.JobName), adapters.ErrOutcomeUnknown)
+		return adapters.JobRef{}, &adapters.CallError{Class: adapters.ProblemUnreadable, Method: "SubmitJob", Status: http.StatusOK,
+			Message: fmt.Sprintf("the answer has no job ID for job %s", aws.ToString(in.JobName)), Err: adapters.ErrOutcomeUnknown}
 	}
 	return jobRef(id, req.Tool), nil
 }
@@ -395,7 +395,8 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 		case d.err != nil:
 			obs[i] = adapters.Observation{Err: d.err}
 		case d.detail == nil:
-			obs[i] = adapters.Observation{Err: fmt.Errorf("AWS Batch job %s: %w", ids[i], adapters.ErrJobNotFound)}
+			obs[i] = adapters.Observation{Err: &adapters.CallError{Class: adapters.ProblemNotFound,
+				Message: fmt.Sprintf("DescribeJobs does not list AWS Batch job %s", ids[i]), Err: adapters.ErrJobNotFound}}
 		default:
 			obs[i] = a.observe(d)
 		}
@@ -437,11 +438,11 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	case isJobNotFound(err):
 		return nil
 	case isThrottle(err):
-		return throttled(fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, shortError{err}), err)
+		return throttled(problem("TerminateJob", nil, err), err)
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-		return fmt.Errorf("terminating AWS Batch job %s: %w: %w", ref.ID, adapters.ErrCancelRefused, shortError{err})
+		return problem("TerminateJob", adapters.ErrCancelRefused, err)
 	default:
-		return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
+		return problem("TerminateJob", nil, err)
 	}
 	a.noteCancel(ref.ID)
 	// Describe it afresh, now and for the next poll: did it finish
@@ -504,11 +505,10 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		out, err := a.api.ListJobs(cctx, in, withoutThrottleRetries)
 		cancel()
 		if err != nil {
-			err = fmt.Errorf("looking for %s job %s*: %w", req.Tool, prefix, err)
 			if isThrottle(err) {
-				return adapters.JobRef{}, false, throttled(err, err)
+				return adapters.JobRef{}, false, throttled(problem("ListJobs", nil, err), err)
 			}
-			return adapters.JobRef{}, false, err
+			return adapters.JobRef{}, false, problem("ListJobs", nil, err)
 		}
 		for _, s := range out.JobSummaryList {
 			if strings.HasPrefix(aws.ToString(s.JobName), prefix) && aws.ToString(s.JobId) != "" {
