@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -36,20 +34,10 @@ type recordingClient struct {
 
 func (c *recordingClient) Do(req *http.Request) (*http.Response, error) {
 	resp, err := c.next.Do(req)
-	if err == nil || !isDialError(err) {
+	if err == nil || !adapters.NotSent(err) {
 		c.rec.maybeSent.Store(true)
 	}
 	return resp, err
-}
-
-// isDialError reports an error that happened before a connection existed.
-func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // httpStatus returns the HTTP status of the answer an SDK error came with,

@@ -96,7 +96,7 @@ func TestWrongTokenIsNotTerminal(t *testing.T) {
 	f := newFixture(t, fixtureOptions{scripts: longScripts(), fake: func(o *githubfake.Options) { o.Tokens = []string{"another-token"} }})
 	a := f.adapter(nil)
 	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "scripted", Arguments: map[string]any{"script": "long"}, CorrelationID: "c"})
-	if err == nil || !strings.Contains(err.Error(), "401 Bad credentials") || strings.Contains(err.Error(), testToken) {
+	if err == nil || !strings.Contains(err.Error(), "answered 401: Bad credentials") || strings.Contains(err.Error(), testToken) {
 		t.Errorf("Start with a wrong token: %v", err)
 	}
 	o := f.pollErr(a, adapters.JobRef{ID: "1", Data: []byte(`{"tool":"scripted","owner":"o","repo":"r","run_id":1}`)})

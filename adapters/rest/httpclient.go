@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -19,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -121,20 +119,10 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
 	resp, err := rt.base.RoundTrip(req.WithContext(ctx))
-	if err == nil || !(isDialError(err) || rt.traced && !gotConn.Load()) {
+	if err == nil || !(adapters.NotSent(err) || rt.traced && !gotConn.Load()) {
 		rec.maybeSent.Store(true)
 	}
 	return resp, err
-}
-
-// isDialError reports an error that happened before a connection existed.
-func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // retryable reports whether an attempt of a safe request may be repeated:
