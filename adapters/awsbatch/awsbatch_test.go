@@ -57,6 +57,10 @@ func TestContract(t *testing.T) {
 			f.fake.Inject(batchfake.Fault{Times: 1 << 20, Status: http.StatusTooManyRequests, RetryAfter: d})
 			return f.fake.ClearFaults
 		},
+		Fail: func(_ *testing.T, status int) func() {
+			f.fake.Inject(batchfake.Fault{Times: 1 << 20, Status: status})
+			return f.fake.ClearFaults
+		},
 		Now: c.Now,
 	})
 }

@@ -81,6 +81,9 @@ func TestContractAgainstJobAPIFake(t *testing.T) {
 		Throttle: func(_ *testing.T, d time.Duration) func() {
 			return srv.InjectUntil(jobapi.Fault{Status: http.StatusTooManyRequests, RetryAfter: d})
 		},
+		Fail: func(_ *testing.T, status int) func() {
+			return srv.InjectUntil(jobapi.Fault{Status: status})
+		},
 	})
 }
 
