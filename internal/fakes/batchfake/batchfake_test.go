@@ -904,7 +904,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"success", nil, http.StatusOK, ""},
 		{"default fault", &Fault{}, http.StatusInternalServerError, "ServerException"},
 		{"ServerException is a 500", &Fault{Status: http.StatusBadGateway, Code: "ServerException"}, http.StatusInternalServerError, "ServerException"},
-		{"503", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable, "ServiceUnavailableException"},
+		{"503", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable, "ServiceUnavailable"},
 		{"throttled", &Fault{Status: http.StatusTooManyRequests}, http.StatusTooManyRequests, "TooManyRequestsException"},
 	}
 	for _, tc := range tests {
