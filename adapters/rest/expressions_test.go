@@ -396,6 +396,26 @@ func TestScriptWarnings(t *testing.T) {
 	}
 }
 
+// TestStatesWarning: a states table that maps nothing to succeeded is
+// warned about at status.states (no job could end successfully); one that
+// does is not.
+func TestStatesWarning(t *testing.T) {
+	job := testJob()
+	job.Status.States = map[string]string{"queued": "working", "running": "working", "finished": "tool_error", "failed": "tool_error"}
+	err := job.Warnings()
+	var fe *adapters.FieldError
+	if !errors.As(err, &fe) || fe.Path != "status.states" || !strings.Contains(fe.Err.Error(), "no status value maps to succeeded") {
+		t.Errorf("Warnings() = %v, want one at status.states saying that nothing maps to succeeded", err)
+	}
+	if err := job.Validate(); err != nil {
+		t.Errorf("a warning is not an error: Validate() = %v", err)
+	}
+	if good := testJob(); good.Warnings() != nil {
+		err := good.Warnings()
+		t.Errorf("Warnings() of a job whose states map a success = %v, want none", err)
+	}
+}
+
 func TestTraceShowsRequestsAnswersAndRules(t *testing.T) {
 	var mu sync.Mutex
 	var events []Event

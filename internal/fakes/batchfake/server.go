@@ -247,8 +247,9 @@ type Fault struct {
 	// for 500 (the service model's only server error, always a 500: a
 	// fault with this code is answered 500 whatever Status says),
 	// ServiceUnavailable (AWS's common error; no Batch operation declares a
-	// 503) for 503, InternalFailure for another
-	// 5xx, ClientException otherwise.
+	// 503) for 503, InternalFailure for another 5xx,
+	// AccessDeniedException (an AWS common error) for 403, ClientException
+	// otherwise.
 	Code string
 	// AfterHandling handles the request normally first (creating the job,
 	// stopping it, ...) and only then answers the error: the client cannot
@@ -282,6 +283,8 @@ func (s *Server) Inject(f Fault) {
 			f.Code = "ServiceUnavailable"
 		case f.Status >= 500:
 			f.Code = "InternalFailure"
+		case f.Status == http.StatusForbidden:
+			f.Code = "AccessDeniedException"
 		default:
 			f.Code = "ClientException"
 		}
