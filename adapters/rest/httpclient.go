@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,14 +12,10 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/tidwall/gjson"
@@ -346,7 +341,7 @@ func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int,
 	resp, err := a.do(req, retries, giveUp)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
+		a.traceText(c, "answer", "no answer: "+a.redactor.Redact(err.Error()))
 		return nil, nil, a.unanswered(req, nil, err)
 	}
 	body, err := readBody(resp)
@@ -407,116 +402,6 @@ func apiText(body []byte) string {
 		}
 	}
 	return string(body)
-}
-
-// redactor removes secret values from backend text before it goes into an
-// error, a log or an observation: the values of ${NAME} references, the
-// contents of secret files, the OAuth client secret and access tokens. It
-// is safe for concurrent use: values are added while requests run (a file
-// rotated, a token renewed). It stays bounded: of each source of changing
-// values (a file, the access token) it keeps only the newest few, so that an
-// old token is still redacted for a while, and a token renewed every hour
-// does not grow it forever.
-type redactor struct {
-	mu      sync.Mutex
-	fixed   []string            // values that do not change (environment variables)
-	sources map[string][]string // per source, oldest first, at most keepPerSource
-
-	// secrets is what redact replaces, longest first: a snapshot rebuilt on
-	// every change, so that redact takes no lock.
-	secrets atomic.Pointer[[]string]
-}
-
-// minSecret is the shortest value redacted; shorter ones would mangle text
-// without protecting anything.
-const minSecret = 4
-
-// keepPerSource is how many values of one changing source stay redacted.
-const keepPerSource = 4
-
-// add registers a value that does not change, such as an environment
-// variable's.
-func (r *redactor) add(s string) { r.addFrom("", s) }
-
-// addFrom registers the current value s of the changing source named source
-// (such as "file:/path"); the oldest of the source's values beyond
-// keepPerSource is forgotten. An empty source is add.
-func (r *redactor) addFrom(source, s string) {
-	if len(s) < minSecret {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if source == "" {
-		if slices.Contains(r.fixed, s) {
-			return
-		}
-		r.fixed = append(r.fixed, s)
-	} else {
-		vals := r.sources[source]
-		if n := len(vals); n > 0 && vals[n-1] == s {
-			return
-		}
-		vals = slices.DeleteFunc(vals, func(v string) bool { return v == s })
-		vals = append(vals, s)
-		if len(vals) > keepPerSource {
-			vals = slices.Delete(vals, 0, len(vals)-keepPerSource)
-		}
-		if r.sources == nil {
-			r.sources = map[string][]string{}
-		}
-		r.sources[source] = vals
-	}
-	all := slices.Clone(r.fixed)
-	for _, vals := range r.sources {
-		all = append(all, vals...)
-	}
-	// Longest first, so that a secret containing another is removed whole.
-	slices.SortFunc(all, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
-	all = slices.Compact(all)
-	r.secrets.Store(&all)
-}
-
-// watch wraps getenv so that every value it returns is redacted.
-func (r *redactor) watch(getenv func(string) (string, bool)) func(string) (string, bool) {
-	return func(name string) (string, bool) {
-		v, ok := getenv(name)
-		if ok {
-			r.add(v)
-		}
-		return v, ok
-	}
-}
-
-func (r *redactor) redact(s string) string {
-	secrets := r.secrets.Load()
-	if secrets == nil {
-		return s
-	}
-	for _, secret := range *secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
-}
-
-// clean redacts s, replaces control characters with spaces and shortens it
-// to at most n bytes.
-func (r *redactor) clean(s string, n int) string {
-	s = strings.Map(func(c rune) rune {
-		if unicode.IsControl(c) || c == utf8.RuneError {
-			return ' '
-		}
-		return c
-	}, s)
-	s = strings.Join(strings.Fields(r.redact(s)), " ")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
 }
 
 func sameOrigin(u, base *url.URL) bool {

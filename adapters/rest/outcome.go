@@ -28,7 +28,7 @@ func (a *Adapter) classify(ctx context.Context, c *call, resp *http.Response, bo
 		if !o.message.IsZero() {
 			if m, present, err := o.message.Read(ctx, ans); err == nil && present {
 				s, _ := expr.Text(m)
-				if s = a.redactor.clean(s, maxAPIText); s != "" {
+				if s = a.redactor.Clean(s, maxAPIText); s != "" {
 					words = s
 				}
 			}
@@ -54,7 +54,7 @@ func (a *Adapter) matchRule(ctx context.Context, c *call, code int, ans expr.Ans
 				// A condition reading a field the answer lacks is false; any
 				// other failure is the catalog's, and is logged.
 				if !expr.MissingField(err) {
-					a.log.Warn("outcome rule failed; skipping it", "call", c.name, "rule", i, "error", a.redactor.redact(err.Error()))
+					a.log.Warn("outcome rule failed; skipping it", "call", c.name, "rule", i, "error", a.redactor.Redact(err.Error()))
 				}
 				continue
 			}

@@ -48,7 +48,7 @@ func (a *Adapter) unanswered(req *http.Request, kind, err error) *adapters.CallE
 	if errors.As(err, &cred) {
 		// Nothing was sent: the request's own secrets could not be had.
 		ce.Class = adapters.ProblemError
-		ce.Message = a.redactor.clean(fmt.Sprintf("%s %s was not sent: %v", ce.Method, ce.Path, cred), maxAPIText)
+		ce.Message = a.redactor.Clean(fmt.Sprintf("%s %s was not sent: %v", ce.Method, ce.Path, cred), maxAPIText)
 		ce.Method, ce.Path = "", ""
 		return ce
 	}
@@ -56,7 +56,7 @@ func (a *Adapter) unanswered(req *http.Request, kind, err error) *adapters.CallE
 	if errors.As(err, &ue) {
 		err = ue.Err // its text quotes the whole URL
 	}
-	ce.Message = a.redactor.clean(err.Error(), maxAPIText)
+	ce.Message = a.redactor.Clean(err.Error(), maxAPIText)
 	return ce
 }
 
@@ -66,7 +66,7 @@ func (a *Adapter) shownPath(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	return a.redactor.clean(u.EscapedPath(), maxShownPath)
+	return a.redactor.Clean(u.EscapedPath(), maxShownPath)
 }
 
 // statusClass is the problem class of an unwelcome answer that is neither
@@ -96,7 +96,7 @@ func (a *Adapter) words(resp *http.Response, body []byte) string {
 	if t := bytes.TrimSpace(body); bytes.Equal(t, []byte("{}")) || bytes.Equal(t, []byte("[]")) || bytes.Equal(t, []byte("null")) {
 		return "" // nothing to quote
 	}
-	return a.redactor.clean(apiText(body), maxAPIText)
+	return a.redactor.Clean(apiText(body), maxAPIText)
 }
 
 // maxHTMLText bounds what an HTML answer's summary quotes of it.
@@ -123,13 +123,13 @@ func (a *Adapter) htmlSummary(h http.Header, body []byte) (string, bool) {
 		return "", false
 	}
 	if m := titleRE.FindSubmatch(body); m != nil {
-		if title := a.redactor.clean(html.UnescapeString(string(m[1])), maxHTMLText); title != "" {
+		if title := a.redactor.Clean(html.UnescapeString(string(m[1])), maxHTMLText); title != "" {
 			return fmt.Sprintf("an HTML page titled %q", title), true
 		}
 	}
 	text := scriptRE.ReplaceAll(body, []byte(" "))
 	text = tagRE.ReplaceAll(text, []byte(" "))
-	if s := a.redactor.clean(html.UnescapeString(string(text)), maxHTMLText); s != "" {
+	if s := a.redactor.Clean(html.UnescapeString(string(text)), maxHTMLText); s != "" {
 		return fmt.Sprintf("an HTML page reading %q", s), true
 	}
 	return fmt.Sprintf("an HTML page of %d bytes", len(body)), true
@@ -141,7 +141,7 @@ func (a *Adapter) excerpt(body []byte) string {
 	if s, ok := a.htmlSummary(nil, body); ok {
 		return s
 	}
-	if s := a.redactor.clean(string(body), maxExcerpt); s != "" {
+	if s := a.redactor.Clean(string(body), maxExcerpt); s != "" {
 		return s
 	}
 	return "(empty)"

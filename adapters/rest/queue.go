@@ -22,7 +22,7 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 		msg := fmt.Sprintf("the job was still queued at the backend %s after its submission (job_id.queue.timeout), so it never started (queue item %s)", q.timeout, ref.ID)
 		if q.cancel != nil {
 			if err := a.Cancel(ctx, ref); err != nil {
-				msg += "; removing it from the queue failed: " + a.redactor.clean(err.Error(), maxAPIText)
+				msg += "; removing it from the queue failed: " + a.redactor.Clean(err.Error(), maxAPIText)
 			} else {
 				msg += "; it was removed from the queue"
 			}
@@ -51,7 +51,7 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 	val, present, err := q.field.Read(ctx, ans)
 	if err != nil {
 		return fail(a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
-			fmt.Sprintf("reading job_id.queue.field %s failed: %v (answer: %s)", q.field, a.redactor.redact(err.Error()), a.excerpt(body))))
+			fmt.Sprintf("reading job_id.queue.field %s failed: %v (answer: %s)", q.field, a.redactor.Redact(err.Error()), a.excerpt(body))))
 	}
 	if !present {
 		msg := "queued at the backend"
@@ -61,7 +61,7 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 			}
 		}
 		a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s is absent → still queued", q.field))
-		return adapters.Observation{State: adapters.StateWorking, Message: a.redactor.clean(msg, maxMessage)}, nil
+		return adapters.Observation{State: adapters.StateWorking, Message: a.redactor.Clean(msg, maxMessage)}, nil
 	}
 	id, kind := scalarText(val)
 	if kind == "" && id == "" {
@@ -71,7 +71,7 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 		return fail(a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
 			fmt.Sprintf("the job ID at job_id.queue.field %s is %s, not a string or number (answer: %s)", q.field, kind, a.excerpt(body))))
 	}
-	a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s → job ID %q", q.field, a.redactor.redact(id)))
+	a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s → job ID %q", q.field, a.redactor.Redact(id)))
 	if err := a.checkJobID(id); err != nil {
 		return fail(reasonf(adapters.ErrUnreadableStatus, "the queue names a job that cannot be addressed: %v", err))
 	}

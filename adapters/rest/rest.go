@@ -123,7 +123,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -137,6 +136,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // pollConcurrency bounds the status requests one Poll call has in flight.
@@ -190,7 +190,7 @@ type Adapter struct {
 	retries      int          // max_retries
 	listingLag   time.Duration
 	now          func() time.Time
-	redactor     *redactor
+	redactor     *secrets.Redactor
 	creds        *credentials
 	log          *slog.Logger
 	trace        func(Event)
@@ -223,11 +223,8 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if opts == nil {
 		opts = &Options{}
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	red := &redactor{}
+	src := secrets.NewSource(&secrets.Options{Getenv: opts.Getenv, Logger: opts.Logger})
+	red := src.Redactor()
 
 	backend.SetDefaults()
 	var errs []error
@@ -264,7 +261,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
 	if len(errs) == 0 {
-		creds, err := newCredentials(getenv, red, backend.OAuth2, a.once)
+		creds, err := newCredentials(src, backend.OAuth2, a.once)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -273,7 +270,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.creds == nil {
 		// The backend block is invalid: report its problems, and the
 		// tools' below, without resolving credentials.
-		a.creds, _ = newCredentials(getenv, red, nil, a.once)
+		a.creds, _ = newCredentials(src, nil, a.once)
 	}
 	for _, k := range sortedKeys(backend.Headers) {
 		t, err := expr.ParseTemplate(backend.Headers[k], backendHeaderScope)
@@ -390,7 +387,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	resp, err := a.do(hreq, retries, nil)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(t.start, "answer", "no answer: "+a.redactor.redact(err.Error()))
+		a.traceText(t.start, "answer", "no answer: "+a.redactor.Redact(err.Error()))
 		if !rec.maybeSent.Load() {
 			return adapters.JobRef{}, a.unanswered(hreq, nil, err)
 		}
@@ -470,7 +467,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 		if loc == "" {
 			return fail("its answer has no Location header")
 		}
-		shown := a.redactor.clean(loc, maxExcerpt)
+		shown := a.redactor.Clean(loc, maxExcerpt)
 		ref, err := url.Parse(loc)
 		if err != nil {
 			return fail("its Location header %q is not a URL", shown)
@@ -487,7 +484,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 		}
 		u.Scheme, u.Host, u.User = "", "", nil
 		data.Location = u.String()
-		a.traceText(t.start, "rule", fmt.Sprintf("job_id.from_location: Location %q → job ID %q", shown, a.redactor.redact(id)))
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.from_location: Location %q → job ID %q", shown, a.redactor.Redact(id)))
 	} else {
 		val, ok, err := t.jobID.Read(ctx, ans)
 		switch {
@@ -508,7 +505,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 			return fail("the job ID at %q is empty", t.jobID)
 		}
 		id = s
-		a.traceText(t.start, "rule", fmt.Sprintf("job_id.field %s → %q", t.jobID, a.redactor.redact(id)))
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.field %s → %q", t.jobID, a.redactor.Redact(id)))
 	}
 	if err := a.checkJobID(id); err != nil {
 		return fail("%v", err)
@@ -546,7 +543,7 @@ const maxShownID = 100
 // checkJobID refuses a job ID that would address another resource once
 // interpolated into a path, or that cannot be shown to people.
 func (a *Adapter) checkJobID(id string) error {
-	shown := a.redactor.redact(id)
+	shown := a.redactor.Redact(id)
 	if len(shown) > maxShownID {
 		shown = shown[:maxShownID] + "…"
 	}
@@ -676,7 +673,7 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	resp, err := a.do(req, 0, nil)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
+		a.traceText(c, "answer", "no answer: "+a.redactor.Redact(err.Error()))
 		return a.unanswered(req, nil, err)
 	}
 	body, _ := readBody(resp) // only quoted in an error
@@ -802,7 +799,7 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		val, ok, err := t.findField.Read(ctx, ans)
 		if err != nil {
 			return adapters.JobRef{}, false, a.answered(adapters.ProblemUnreadable, nil, resp,
-				fmt.Sprintf("reading find.field %s failed: %v", t.findField, a.redactor.redact(err.Error())))
+				fmt.Sprintf("reading find.field %s failed: %v", t.findField, a.redactor.Redact(err.Error())))
 		}
 		if !ok && t.findField.Program() == nil && !validJSON(body) {
 			return adapters.JobRef{}, false, a.answered(adapters.ProblemUnreadable, nil, resp,
@@ -828,7 +825,7 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		return adapters.JobRef{}, false, nil
 	case 1:
 	default:
-		return adapters.JobRef{}, false, reasonf(adapters.ErrJobUnaddressable, "%d jobs carry correlation ID %s (%s), so the bridge cannot tell which one is the task's", len(ids), req.CorrelationID, a.redactor.clean(strings.Join(ids, ", "), maxExcerpt))
+		return adapters.JobRef{}, false, reasonf(adapters.ErrJobUnaddressable, "%d jobs carry correlation ID %s (%s), so the bridge cannot tell which one is the task's", len(ids), req.CorrelationID, a.redactor.Clean(strings.Join(ids, ", "), maxExcerpt))
 	}
 	id := ids[0]
 	ref := t.ref(id, refData{Tool: t.name}, req.Arguments, req.CorrelationID)
