@@ -92,7 +92,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +104,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // Tuning constants.
@@ -165,7 +165,9 @@ type Adapter struct {
 	tools  map[string]*tool
 	now    func() time.Time
 	log    *slog.Logger
-	red    *redactor
+	red    *secrets.Redactor
+	// secrets resolves the token's and the webhook secret's references.
+	secrets *secrets.Source
 	meter  *meter
 	cache  *etagCache
 	search struct{ wait, interval time.Duration }
@@ -239,10 +241,6 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if opts == nil {
 		opts = &Options{}
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
 	backend.SetDefaults()
 	var errs []error
 	if err := backend.Validate(); err != nil {
@@ -253,11 +251,12 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		tools:    map[string]*tool{},
 		now:      opts.Now,
 		log:      opts.Logger,
-		red:      &redactor{},
+		secrets:  secrets.NewSource(&secrets.Options{Getenv: opts.Getenv, Logger: opts.Logger}),
 		memo:     newLRU[memoEntry](memoEntries),
 		cancels:  newLRU[*cancelRecord](cancelEntries),
 		attempts: newLRU[int64](attemptEntries),
 	}
+	a.red = a.secrets.Redactor()
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -284,25 +283,28 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 			appKey = k
 		}
 	} else if envName, ok := envRef(backend.Token); ok {
-		v, set := getenv(envName)
+		v, err := a.secrets.Env(envName)
 		switch {
-		case !set || v == "":
-			errs = append(errs, adapters.Fieldf("token", "environment variable %s is not set", envName))
-		case strings.ContainsAny(v, " \r\n\t\x00"):
-			errs = append(errs, adapters.Fieldf("token", "environment variable %s contains white space or NUL", envName))
+		case err != nil:
+			errs = append(errs, adapters.Fieldf("token", "%v", err))
+		case v == "":
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s is empty", envName))
+		case strings.ContainsAny(v, " \t"):
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s contains white space", envName))
 		default:
 			token = v
-			a.red.add(v)
 		}
 	}
 	if e := backend.Events; e != nil {
 		if ref, err := secretRef(e.Secret); err == nil { // else Validate said why
-			v, err := readSecret(ref, getenv)
-			if err != nil {
+			v, err := a.secrets.Value(secrets.Ref(ref))
+			switch {
+			case err != nil:
 				errs = append(errs, adapters.Fieldf("events.secret", "%v", err))
-			} else {
-				a.red.add(v)
-				a.events = &eventsSetup{secret: []byte(v), polling: eventsPolling(e)}
+			case v == "":
+				errs = append(errs, adapters.Fieldf("events.secret", "%s is empty", ref))
+			default:
+				a.events = &eventsSetup{secret: secrets.Ref(ref), polling: eventsPolling(e)}
 			}
 		}
 	}
@@ -365,7 +367,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	gh, err := github.NewClient(ghOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("github_actions backend %q: creating the GitHub client: %v", name, a.red.redact(err.Error()))
+		return nil, fmt.Errorf("github_actions backend %q: creating the GitHub client: %v", name, a.red.Redact(err.Error()))
 	}
 	a.gh = gh
 	a.blobs = &http.Client{
@@ -876,7 +878,7 @@ func (a *Adapter) conflict(ctx context.Context, d refData, er *github.ErrorRespo
 		ce.Message += fmt.Sprintf("; the run had already completed (conclusion %s)", orNone(run.GetConclusion()))
 	case err == nil:
 		ce = a.problem(er, adapters.ErrCancelRefused)
-		ce.Message += fmt.Sprintf("; the run is still %s", a.red.clean(run.GetStatus(), 50))
+		ce.Message += fmt.Sprintf("; the run is still %s", a.red.Clean(run.GetStatus(), 50))
 	case strings.Contains(strings.ToLower(er.Message), "completed"):
 		ce = a.problem(er, adapters.ErrAlreadyFinished)
 	default:
@@ -1024,7 +1026,7 @@ func (a *Adapter) throttled(shown, cause error) error {
 
 // errText is err's text, redacted and shortened.
 func (a *Adapter) errText(err error) string {
-	return a.red.clean(err.Error(), 500)
+	return a.red.Clean(err.Error(), 500)
 }
 
 var (

@@ -46,12 +46,12 @@ func (a *Adapter) problem(err, kind error) *adapters.CallError {
 	case resp != nil:
 		ce.Status = resp.StatusCode
 		if resp.Request != nil {
-			ce.Method, ce.Path = resp.Request.Method, a.red.clean(resp.Request.URL.EscapedPath(), 200)
+			ce.Method, ce.Path = resp.Request.Method, a.red.Clean(resp.Request.URL.EscapedPath(), 200)
 		}
 	default:
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			if u, perr := url.Parse(ue.URL); perr == nil {
-				ce.Method, ce.Path = strings.ToUpper(ue.Op), a.red.clean(u.EscapedPath(), 200)
+				ce.Method, ce.Path = strings.ToUpper(ue.Op), a.red.Clean(u.EscapedPath(), 200)
 			}
 			msg = ue.Err.Error()
 		} else {
@@ -59,7 +59,7 @@ func (a *Adapter) problem(err, kind error) *adapters.CallError {
 		}
 		ce.Class = adapters.ProblemUnreachable
 	}
-	ce.Message = a.red.clean(msg, maxProblemText)
+	ce.Message = a.red.Clean(msg, maxProblemText)
 	switch code := ce.Status; {
 	case errors.Is(err, ErrRateLimited):
 		ce.Class = adapters.ProblemThrottled
