@@ -159,18 +159,18 @@ type Options struct {
 // Adapter dispatches and follows GitHub Actions workflow runs. It is safe
 // for concurrent use.
 type Adapter struct {
-	name   string
-	gh     *github.Client
-	blobs  *http.Client // log downloads: no credentials, no budget
-	tools  map[string]*tool
-	now    func() time.Time
-	log    *slog.Logger
-	red    *secrets.Redactor
+	name  string
+	gh    *github.Client
+	blobs *http.Client // log downloads: no credentials, no budget
+	tools map[string]*tool
+	now   func() time.Time
+	log   *slog.Logger
+	red   *secrets.Redactor
 	// secrets resolves the token's and the webhook secret's references.
 	secrets *secrets.Source
-	meter  *meter
-	cache  *etagCache
-	search struct{ wait, interval time.Duration }
+	meter   *meter
+	cache   *etagCache
+	search  struct{ wait, interval time.Duration }
 	// listingLag is how long a dispatched run may stay out of listings.
 	listingLag time.Duration
 

@@ -568,4 +568,3 @@ func parseApprovalKey(key string) ([]int64, bool) {
 	}
 	return ids, true
 }
-

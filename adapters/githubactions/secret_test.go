@@ -135,7 +135,9 @@ func TestWebhookSecretRotates(t *testing.T) {
 	const rotated = "whsec-R0tatedSecretValue"
 	t0 := time.Now().Add(-time.Hour)
 	write(testWebhookSecret, t0)
-	a := f.adapter(func(b *BackendConfig, _ map[string]JobConfig) { b.Events = &EventsConfig{Secret: "${file:" + path + "}"} })
+	a := f.adapter(func(b *BackendConfig, _ map[string]JobConfig) {
+		b.Events = &EventsConfig{Secret: "${file:" + path + "}"}
+	})
 	if _, err := a.ReadEvents(t.Context(), signed(testWebhookSecret)); err != nil {
 		t.Fatalf("a delivery signed with the secret: %v", err)
 	}
