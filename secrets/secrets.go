@@ -39,8 +39,7 @@ import (
 const MaxFileSize = 64 << 10
 
 // Ref is a secret reference: Env names an environment variable, or File is
-// the absolute path of a file. It has the fields of expr.SecretRef, which
-// converts to it.
+// the absolute path of a file (expr.SecretRef is this type).
 type Ref struct {
 	Env  string
 	File string

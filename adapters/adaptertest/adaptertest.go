@@ -524,18 +524,38 @@ func (s *suite) problems(t *testing.T) {
 // the HTTP status, whose text gives the status.
 func checkProblem(t *testing.T, what string, err error, status int, class adapters.ProblemClass) {
 	t.Helper()
-	var ce *adapters.CallError
-	if !errors.As(err, &ce) {
-		t.Errorf("%s while the backend answers %d = %v (%T), want an adapters.CallError", what, status, err, err)
+	if CheckProblem(t, what, err, class, status, nil) == nil {
 		return
-	}
-	p := adapters.ProblemOf(err)
-	if p.Status != status || p.Class != class {
-		t.Errorf("%s while the backend answers %d = %q: status %d, class %q; want %d, %q", what, status, err, p.Status, p.Class, status, class)
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("answered %d", status)) {
 		t.Errorf("%s while the backend answers %d = %q, which does not say what the backend answered", what, status, err)
 	}
+}
+
+// CheckProblem checks what an adapter reports for a call the backend
+// answered with an error (or did not answer): that err is (or wraps) an
+// [adapters.CallError] whose class and HTTP status are class and status,
+// that wraps kind when kind is not nil, and that does not claim an
+// unknown outcome (the backend answered, or the call was not sent). It
+// returns the problem, or nil after reporting that err is none.
+func CheckProblem(t *testing.T, what string, err error, class adapters.ProblemClass, status int, kind error) *adapters.CallError {
+	t.Helper()
+	var ce *adapters.CallError
+	if !errors.As(err, &ce) {
+		t.Errorf("%s = %v (%T), want an adapters.CallError", what, err, err)
+		return nil
+	}
+	p := adapters.ProblemOf(err)
+	if p.Class != class || p.Status != status {
+		t.Errorf("%s = %q: class %q, status %d; want %q, %d", what, err, p.Class, p.Status, class, status)
+	}
+	if kind != nil && !errors.Is(err, kind) {
+		t.Errorf("%s = %q, which does not wrap %v", what, err, kind)
+	}
+	if errors.Is(err, adapters.ErrOutcomeUnknown) {
+		t.Errorf("%s = %q says its outcome is unknown, though the backend answered", what, err)
+	}
+	return p
 }
 
 func (s *suite) respond(t *testing.T) {

@@ -50,12 +50,12 @@ func newEventReader(c *EventsConfig, getenv func(string) (string, bool), log *sl
 		return nil, adapters.Fieldf("events.api_key", "%v", err)
 	}
 	keys := secrets.NewSource(&secrets.Options{Getenv: getenv, Check: checkKey, Logger: log})
-	if _, err := keys.Value(secrets.Ref(ref)); err != nil {
+	if _, err := keys.Value(ref); err != nil {
 		return nil, adapters.Fieldf("events.api_key", "%v", err)
 	}
 	return &eventReader{
 		header:  http.CanonicalHeaderKey(c.APIKeyHeader),
-		key:     secrets.Ref(ref),
+		key:     ref,
 		keys:    keys,
 		maxAge:  c.MaxAge,
 		polling: adapters.EventPolling{Interval: c.PollInterval, Quiet: c.Quiet},

@@ -297,14 +297,14 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	if e := backend.Events; e != nil {
 		if ref, err := secretRef(e.Secret); err == nil { // else Validate said why
-			v, err := a.secrets.Value(secrets.Ref(ref))
+			v, err := a.secrets.Value(ref)
 			switch {
 			case err != nil:
 				errs = append(errs, adapters.Fieldf("events.secret", "%v", err))
 			case v == "":
 				errs = append(errs, adapters.Fieldf("events.secret", "%s is empty", ref))
 			default:
-				a.events = &eventsSetup{secret: secrets.Ref(ref), polling: eventsPolling(e)}
+				a.events = &eventsSetup{secret: ref, polling: eventsPolling(e)}
 			}
 		}
 	}

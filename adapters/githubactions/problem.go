@@ -1,6 +1,7 @@
 package githubactions
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,7 +34,7 @@ func (a *Adapter) problem(err, kind error) *adapters.CallError {
 	if er, ok := errors.AsType[*github.ErrorResponse](err); ok {
 		resp, msg = er.Response, er.Message
 		for _, e := range er.Errors {
-			if m := firstNonEmpty(e.Message, e.Code); m != "" && !strings.Contains(msg, m) {
+			if m := cmp.Or(e.Message, e.Code); m != "" && !strings.Contains(msg, m) {
 				msg += "; " + m
 			}
 		}
@@ -69,13 +70,4 @@ func (a *Adapter) problem(err, kind error) *adapters.CallError {
 		ce.Class = adapters.ProblemNotFound
 	}
 	return ce
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

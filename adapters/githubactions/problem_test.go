@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/adapters/adaptertest"
 	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 )
 
@@ -101,19 +102,8 @@ func TestCallProblems(t *testing.T) {
 			case "cancel":
 				err = a.Cancel(t.Context(), ref)
 			}
-			var ce *adapters.CallError
-			if !errors.As(err, &ce) {
-				t.Fatalf("%s error %v (%T) is not an adapters.CallError", tt.op, err, err)
-			}
-			p := adapters.ProblemOf(err)
-			if p.Class != tt.class || p.Status != tt.status {
-				t.Errorf("problem %q: class %q, status %d; want %q, %d", err, p.Class, p.Status, tt.class, tt.status)
-			}
-			if tt.kind != nil && !errors.Is(err, tt.kind) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.kind)
-			}
-			if errors.Is(err, adapters.ErrOutcomeUnknown) {
-				t.Errorf("%v says its outcome is unknown; GitHub answered", err)
+			if adaptertest.CheckProblem(t, tt.op, err, tt.class, tt.status, tt.kind) == nil {
+				return
 			}
 			if want := strings.ReplaceAll(tt.text, "{run}", ref.ID); tt.text != "" && err.Error() != want {
 				t.Errorf("problem reads\n  %s\nwant\n  %s", err, want)

@@ -236,7 +236,7 @@ func newCredentials(src *secrets.Source, oauth *OAuth2Config, client *http.Clien
 // again whenever it changes and after [credentials.refresh]. Its errors
 // name the variable or the file and the problem, never a value.
 func (c *credentials) secret(ref expr.SecretRef) (string, error) {
-	return c.src.Value(secrets.Ref(ref))
+	return c.src.Value(ref)
 }
 
 // render renders a template of literal text and secret references (a

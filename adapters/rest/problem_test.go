@@ -158,19 +158,8 @@ func TestCallProblemsAgainstJobAPIFake(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s succeeded, want a problem", tt.op)
 			}
-			var ce *adapters.CallError
-			if !errors.As(err, &ce) {
-				t.Fatalf("%s error %q (%T) is not an adapters.CallError", tt.op, err, err)
-			}
-			p := adapters.ProblemOf(err)
-			if p.Class != tt.class || p.Status != tt.status {
-				t.Errorf("problem class %q, status %d; want %q, %d", p.Class, p.Status, tt.class, tt.status)
-			}
-			if tt.kind != nil && !errors.Is(err, tt.kind) {
-				t.Errorf("errors.Is(%v, %v) = false, want true", err, tt.kind)
-			}
-			if tt.op == "start" && errors.Is(err, adapters.ErrOutcomeUnknown) {
-				t.Errorf("a refused start %q says its outcome is unknown", err)
+			if adaptertest.CheckProblem(t, tt.op, err, tt.class, tt.status, tt.kind) == nil {
+				return
 			}
 			got := err.Error()
 			if want := strings.ReplaceAll(tt.text, "{id}", ref.ID); tt.text != "" && got != want {
