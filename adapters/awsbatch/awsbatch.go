@@ -237,7 +237,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.events = ev
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	a.api = opts.Client

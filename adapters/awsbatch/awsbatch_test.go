@@ -946,7 +946,7 @@ func TestQueuePosition(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New("batch", BackendConfig{}, map[string]JobConfig{"job": {JobQueue: "q"}}, &Options{Client: testClient("http://127.0.0.1:1")})
-	for _, want := range []string{`aws_batch backend "batch"`, "region: required", `tool "job"`, "job_definition: required"} {
+	for _, want := range []string{"region: required", `tool "job"`, "job_definition: required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New = %v, want an error containing %q", err, want)
 		}

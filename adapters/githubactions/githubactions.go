@@ -322,7 +322,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.tools[tn] = t
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("github_actions backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	base := http.RoundTripper(nil)

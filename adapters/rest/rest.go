@@ -312,7 +312,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.callbacks = cb
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("rest backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	a.retryWaitMax = opts.RetryWaitMax
