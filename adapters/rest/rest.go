@@ -92,11 +92,13 @@
 // gone (404 or 410), Cancel returns an error wrapping
 // [adapters.ErrAlreadyFinished]; when it is still working or waiting for
 // input, an error wrapping [adapters.ErrCancelRefused] with the backend's
-// message; when the status cannot be read, a plain error (ask again later).
-// Another 4xx answer (except 429) is a refusal ([adapters.ErrCancelRefused]
-// with the backend's message). A 5xx answer or a connection error is a plain
-// error: the backend could not be asked. A tool without a cancel block
-// records the cancellation in the bridge only.
+// message; when the status cannot be read, an error wrapping neither (ask
+// again later). Another 4xx answer (except 429) is a refusal
+// ([adapters.ErrCancelRefused] with the backend's message). A 5xx answer is
+// an error wrapping neither that says what the backend answered; only a
+// connection error (class unreachable) means that the backend could not be
+// asked. Every one of them is an [adapters.CallError]. A tool without a
+// cancel block records the cancellation in the bridge only.
 //
 // The adapter reports no finish time ([adapters.Observation.FinishedAt]):
 // a generic REST API has no standard field for it.
