@@ -306,10 +306,10 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	}
 	in, err := submitInput(ctx, t, a.tmpls[req.Tool], req)
 	if err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", req.Tool, err)
+		return adapters.JobRef{}, err // "the arguments do not make a valid job: ..."
 	}
 	if err := a.submit.Wait(ctx); err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: waiting for the submit rate limit: %w", req.Tool, err)
+		return adapters.JobRef{}, fmt.Errorf("SubmitJob was not sent: waiting for the submit rate limit: %w", err)
 	}
 	rec := &sendRecord{}
 	cctx, cancel := context.WithTimeout(ctx, a.timeout)

@@ -22,7 +22,7 @@ func TestCallProblemsAgainstJobAPIFake(t *testing.T) {
 		name   string
 		config func(*JobConfig)
 		faults []jobapi.Fault
-		op     string // "start", "poll", "cancel" or "find"
+		op     string // "start", "poll", "cancel", "respond" or "find"
 		// closeFake closes the fake before op: nothing answers.
 		closeFake bool
 		class     adapters.ProblemClass
@@ -99,6 +99,12 @@ func TestCallProblemsAgainstJobAPIFake(t *testing.T) {
 			text: "POST /jobs/{id}/cancel answered 500: scheduler restarting",
 		},
 		{
+			name:   "an answer to the job's question answered 500",
+			faults: []jobapi.Fault{{Method: http.MethodPost, Path: "/jobs/", Status: 500, Body: `{"error":"answers store unavailable"}`}},
+			op:     "respond", class: adapters.ProblemError, status: 500,
+			text: "POST /jobs/{id}/answers answered 500: answers store unavailable",
+		},
+		{
 			name: "a start refused by a rule, in one sentence",
 			config: func(j *JobConfig) {
 				j.Start.Outcomes = []Outcome{{Status: Statuses{500}, Is: "refused", Message: "errors.0.description"}}
@@ -151,6 +157,8 @@ func TestCallProblemsAgainstJobAPIFake(t *testing.T) {
 				err = obs[0].Err
 			case "cancel":
 				err = a.Cancel(t.Context(), ref)
+			case "respond":
+				err = a.Respond(t.Context(), ref, map[string]adapters.Answer{"approve": {Action: "accept"}})
 			case "find":
 				req.SubmittedAt = time.Now().Add(-time.Hour)
 				_, _, err = a.Find(t.Context(), req)
