@@ -60,6 +60,12 @@ func (a *Adapter) problem(err, kind error) *adapters.CallError {
 		}
 		ce.Class = adapters.ProblemUnreachable
 	}
+	if resp == nil && errors.Is(err, errNotSent) {
+		// Held back (a rate limit in force, the budget spent, no
+		// installation token): nothing was sent, so nothing went unanswered.
+		msg = strings.TrimSpace(ce.Method+" "+ce.Path) + " was not sent: " + msg
+		ce.Method, ce.Path = "", ""
+	}
 	ce.Message = a.red.Clean(msg, maxProblemText)
 	switch code := ce.Status; {
 	case errors.Is(err, ErrRateLimited):

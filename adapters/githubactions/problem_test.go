@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/adaptertest"
@@ -112,5 +113,23 @@ func TestCallProblems(t *testing.T) {
 				t.Errorf("problem %q quotes the token", err)
 			}
 		})
+	}
+}
+
+// TestHeldBackCallProblem: while a rate limit is in force the adapter sends
+// nothing; the problem says so (throttled, "was not sent"), not that GitHub
+// gave no answer.
+func TestHeldBackCallProblem(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	a := f.adapter(nil)
+	ref := f.start(a, "long", nil, "corr-held")
+	f.gh.Inject(githubfake.Fault{Method: http.MethodGet, Path: "/actions/runs/", Kind: githubfake.FaultPrimaryRateLimit, RetryAfter: time.Hour})
+	if _, err := a.Poll(t.Context(), []adapters.JobRef{ref}); !errors.Is(err, adapters.ErrThrottled) {
+		t.Fatalf("Poll against a spent rate limit: %v, want throttled", err)
+	}
+	_, err := a.Poll(t.Context(), []adapters.JobRef{ref})
+	p := adaptertest.CheckProblem(t, "Poll while the rate limit is in force", err, adapters.ProblemThrottled, 0, adapters.ErrThrottled)
+	if p != nil && !strings.Contains(err.Error(), "GET /repos/octo-org/app/actions/runs/"+ref.ID+" was not sent: rate limited until") {
+		t.Errorf("Poll while the rate limit is in force = %q, want it to say that the call was not sent", err)
 	}
 }
