@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 )
 
 // ProblemClass says what kind of problem kept a backend call from giving
@@ -138,4 +140,19 @@ func classOf(err error) ProblemClass {
 		return ProblemUnreachable
 	}
 	return ProblemError
+}
+
+// NotSent reports whether err, the error of an HTTP request, happened before
+// a connection to the server existed (the name did not resolve, the
+// connection was refused or could not be made), so that the request
+// certainly did not reach the server. It is the one rule behind
+// [ErrOutcomeUnknown]: a submission that failed otherwise may have
+// arrived.
+func NotSent(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -191,7 +191,10 @@ type Backend struct {
 	// EnvRefs are the sorted names of the environment variables that the
 	// config's secrets reference as ${NAME} (see BackendType.EnvValues).
 	EnvRefs []string
-	Pos     Position
+	// FileRefs are the sorted paths of the files that the config's secrets
+	// reference as ${file:PATH} (in the same values as EnvRefs).
+	FileRefs []string
+	Pos      Position
 }
 
 // TaskMode says whether a tool's calls become tasks.

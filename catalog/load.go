@@ -376,7 +376,9 @@ func (l *loader) backends(n *yaml.Node) (map[string]*Backend, []string) {
 		}
 		b.Config = cfg
 		if bt.EnvValues != nil {
-			b.EnvRefs = envRefsOf(bt.EnvValues(cfg))
+			values := bt.EnvValues(cfg)
+			b.EnvRefs = envRefsOf(values)
+			b.FileRefs = fileRefsOf(values)
 		}
 	}
 	return backends, order

@@ -132,6 +132,43 @@ func (c *Catalog) EnvRefs() []string {
 	return slices.Compact(names)
 }
 
+// FileRefs returns the sorted paths of the files that backend secrets
+// reference as ${file:PATH} (in what each backend type's EnvValues
+// returns), so that a validator can warn about missing ones. The catalog
+// itself never reads them.
+func (c *Catalog) FileRefs() []string {
+	var paths []string
+	for _, b := range c.Backends {
+		paths = append(paths, b.FileRefs...)
+	}
+	slices.Sort(paths)
+	return slices.Compact(paths)
+}
+
+// fileRefsOf returns the sorted, distinct paths of the ${file:PATH}
+// references in values.
+func fileRefsOf(values []string) []string {
+	var paths []string
+	for _, v := range values {
+		for s := v; ; {
+			i := strings.Index(s, "${file:")
+			if i < 0 {
+				break
+			}
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 {
+				break
+			}
+			if p := s[i+len("${file:") : i+end]; p != "" {
+				paths = append(paths, p)
+			}
+			s = s[i+end+1:]
+		}
+	}
+	slices.Sort(paths)
+	return slices.Compact(paths)
+}
+
 // envRefsOf returns the sorted, distinct names of the well-formed ${NAME}
 // references in values.
 func envRefsOf(values []string) []string {

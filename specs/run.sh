@@ -3,11 +3,14 @@
 # against the official API descriptions, and the job API fake's signed
 # callbacks against the Standard Webhooks specification:
 #   - GitHub: @octokit/openapi (GitHub's OpenAPI description of api.github.com),
-#     REST exchanges and webhook deliveries
+#     REST exchanges and webhook deliveries, and the x-ratelimit-* headers
+#     GitHub sends on every REST answer (injected faults included)
 #   - AWS Batch: the batch-2016-08-10 service model of the AWS SDK for
 #     JavaScript v2 (aws-sdk), with enums and declared errors read from the
 #     v3 client (@aws-sdk/client-batch) generated from the same model; REST
-#     exchanges and EventBridge event deliveries
+#     exchanges and EventBridge event deliveries; an error type an operation
+#     does not declare must be one of AWS's common errors (injected faults
+#     included)
 #   - job API callbacks: signatures verified with the specification's
 #     reference library (standardwebhooks), the hmac_sha256_* schemes' headers
 #     and HMACs

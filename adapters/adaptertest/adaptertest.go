@@ -1,7 +1,8 @@
 // Package adaptertest is the contract suite every adapter runs against a
 // local fake of its backend: start, batched polls, the mapping of finished
 // jobs onto states and their finishing times, not-found reporting,
-// throttling, cancellation (of running and of finished jobs), and the
+// throttling, how failed calls are reported (adapters.CallError),
+// cancellation (of running and of finished jobs), and the
 // optional Responder and Finder interfaces, including the Finder rule that
 // a search within the backend's listing lag never concludes "not found".
 //
@@ -16,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +77,10 @@ type Harness struct {
 	// to wait d (a whole number of seconds), until the returned function is
 	// called. Without it the throttling checks are left out.
 	Throttle func(t *testing.T, d time.Duration) (stop func())
+	// Fail, when set, makes the backend answer every request with its own
+	// error answer of the given HTTP status (500, 403), until the returned
+	// function is called. Without it the Problems check is left out.
+	Fail func(t *testing.T, status int) (stop func())
 	// Now is the backend's clock, against which the suite checks
 	// Observation.FinishedAt. Default time.Now.
 	Now func() time.Time
@@ -142,6 +148,12 @@ func Run(t *testing.T, h Harness) {
 		t.Log("adaptertest: no Harness.Throttle; not checking how throttling is reported")
 	} else if s.supports(t, Succeeds) {
 		t.Run("Throttled", s.throttled)
+	}
+
+	if h.Fail == nil {
+		t.Log("adaptertest: no Harness.Fail; not checking how failed calls are reported")
+	} else if s.supports(t, Succeeds) {
+		t.Run("Problems", s.problems)
 	}
 
 	probe := h.New(t)
@@ -465,6 +477,85 @@ func (s *suite) throttled(t *testing.T) {
 	} else if err != nil || found {
 		t.Errorf("Find after a throttled Start = found %v, err %v; want not found: a throttled start creates no job", found, err)
 	}
+}
+
+// problems checks how calls the backend answers with an error are
+// reported, so that the caller can be told what the backend answered: a
+// Poll yields (in the job's observation, or as the Poll's error) and a
+// Cancel returns an [adapters.CallError] with the HTTP status, of class
+// error for a 500 and refused for a 403, that does not claim the job
+// finished or the backend was not reached.
+func (s *suite) problems(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		class  adapters.ProblemClass
+	}{
+		{500, adapters.ProblemError},
+		{403, adapters.ProblemRefused},
+	} {
+		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
+			a := s.h.New(t)
+			kind := Succeeds
+			if _, ok := s.h.Job(RunsLong); ok {
+				kind = RunsLong
+			}
+			ref, _ := s.start(t, a, kind)
+			stop := s.h.Fail(t, c.status)
+			defer stop()
+
+			obs, err := a.Poll(t.Context(), []adapters.JobRef{ref})
+			if err == nil {
+				if len(obs) != 1 {
+					t.Fatalf("Poll of one job returned %d observations", len(obs))
+				}
+				err = obs[0].Err
+			}
+			checkProblem(t, "Poll", err, c.status, c.class)
+			err = a.Cancel(t.Context(), ref)
+			checkProblem(t, "Cancel", err, c.status, c.class)
+			if errors.Is(err, adapters.ErrAlreadyFinished) {
+				t.Errorf("Cancel answered %d = %v; an error answer does not say that the job finished", c.status, err)
+			}
+		})
+	}
+}
+
+// checkProblem checks that err is an adapters.CallError of the class with
+// the HTTP status, whose text gives the status.
+func checkProblem(t *testing.T, what string, err error, status int, class adapters.ProblemClass) {
+	t.Helper()
+	if CheckProblem(t, what, err, class, status, nil) == nil {
+		return
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("answered %d", status)) {
+		t.Errorf("%s while the backend answers %d = %q, which does not say what the backend answered", what, status, err)
+	}
+}
+
+// CheckProblem checks what an adapter reports for a call the backend
+// answered with an error (or did not answer): that err is (or wraps) an
+// [adapters.CallError] whose class and HTTP status are class and status,
+// that wraps kind when kind is not nil, and that does not claim an
+// unknown outcome (the backend answered, or the call was not sent). It
+// returns the problem, or nil after reporting that err is none.
+func CheckProblem(t *testing.T, what string, err error, class adapters.ProblemClass, status int, kind error) *adapters.CallError {
+	t.Helper()
+	var ce *adapters.CallError
+	if !errors.As(err, &ce) {
+		t.Errorf("%s = %v (%T), want an adapters.CallError", what, err, err)
+		return nil
+	}
+	p := adapters.ProblemOf(err)
+	if p.Class != class || p.Status != status {
+		t.Errorf("%s = %q: class %q, status %d; want %q, %d", what, err, p.Class, p.Status, class, status)
+	}
+	if kind != nil && !errors.Is(err, kind) {
+		t.Errorf("%s = %q, which does not wrap %v", what, err, kind)
+	}
+	if errors.Is(err, adapters.ErrOutcomeUnknown) {
+		t.Errorf("%s = %q says its outcome is unknown, though the backend answered", what, err)
+	}
+	return p
 }
 
 func (s *suite) respond(t *testing.T) {

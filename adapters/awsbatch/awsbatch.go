@@ -237,7 +237,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.events = ev
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("aws_batch backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	a.api = opts.Client
@@ -306,10 +306,10 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	}
 	in, err := submitInput(ctx, t, a.tmpls[req.Tool], req)
 	if err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", req.Tool, err)
+		return adapters.JobRef{}, err // "the arguments do not make a valid job: ..."
 	}
 	if err := a.submit.Wait(ctx); err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: waiting for the submit rate limit: %w", req.Tool, err)
+		return adapters.JobRef{}, fmt.Errorf("SubmitJob was not sent: waiting for the submit rate limit: %w", err)
 	}
 	rec := &sendRecord{}
 	cctx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -319,12 +319,12 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 		o.HTTPClient = &recordingClient{next: o.HTTPClient, rec: rec}
 	})
 	if err != nil {
-		err = classifySubmit(err, rec.maybeSent.Load())
-		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: %w", req.Tool, aws.ToString(in.JobName), err)
+		return adapters.JobRef{}, classifySubmit(err, rec.maybeSent.Load())
 	}
 	id := aws.ToString(out.JobId)
 	if id == "" {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job %s: the answer has no job ID: %w", req.Tool, aws.ToString(in.JobName), adapters.ErrOutcomeUnknown)
+		return adapters.JobRef{}, &adapters.CallError{Class: adapters.ProblemUnreadable, Method: "SubmitJob", Status: http.StatusOK,
+			Message: fmt.Sprintf("the answer has no job ID for job %s", aws.ToString(in.JobName)), Err: adapters.ErrOutcomeUnknown}
 	}
 	return jobRef(id, req.Tool), nil
 }
@@ -395,7 +395,8 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 		case d.err != nil:
 			obs[i] = adapters.Observation{Err: d.err}
 		case d.detail == nil:
-			obs[i] = adapters.Observation{Err: fmt.Errorf("AWS Batch job %s: %w", ids[i], adapters.ErrJobNotFound)}
+			obs[i] = adapters.Observation{Err: &adapters.CallError{Class: adapters.ProblemNotFound,
+				Message: fmt.Sprintf("DescribeJobs does not list AWS Batch job %s", ids[i]), Err: adapters.ErrJobNotFound}}
 		default:
 			obs[i] = a.observe(d)
 		}
@@ -437,11 +438,11 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	case isJobNotFound(err):
 		return nil
 	case isThrottle(err):
-		return throttled(fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, shortError{err}), err)
+		return throttled(problem("TerminateJob", nil, err), err)
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-		return fmt.Errorf("terminating AWS Batch job %s: %w: %w", ref.ID, adapters.ErrCancelRefused, shortError{err})
+		return problem("TerminateJob", adapters.ErrCancelRefused, err)
 	default:
-		return fmt.Errorf("terminating AWS Batch job %s: %w", ref.ID, err)
+		return problem("TerminateJob", nil, err)
 	}
 	a.noteCancel(ref.ID)
 	// Describe it afresh, now and for the next poll: did it finish
@@ -504,11 +505,10 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		out, err := a.api.ListJobs(cctx, in, withoutThrottleRetries)
 		cancel()
 		if err != nil {
-			err = fmt.Errorf("looking for %s job %s*: %w", req.Tool, prefix, err)
 			if isThrottle(err) {
-				return adapters.JobRef{}, false, throttled(err, err)
+				return adapters.JobRef{}, false, throttled(problem("ListJobs", nil, err), err)
 			}
-			return adapters.JobRef{}, false, err
+			return adapters.JobRef{}, false, problem("ListJobs", nil, err)
 		}
 		for _, s := range out.JobSummaryList {
 			if strings.HasPrefix(aws.ToString(s.JobName), prefix) && aws.ToString(s.JobId) != "" {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -35,20 +34,10 @@ type recordingClient struct {
 
 func (c *recordingClient) Do(req *http.Request) (*http.Response, error) {
 	resp, err := c.next.Do(req)
-	if err == nil || !isDialError(err) {
+	if err == nil || !adapters.NotSent(err) {
 		c.rec.maybeSent.Store(true)
 	}
 	return resp, err
-}
-
-// isDialError reports an error that happened before a connection existed.
-func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // httpStatus returns the HTTP status of the answer an SDK error came with,
@@ -103,15 +92,75 @@ func throttled(err, answer error) error {
 	return &adapters.ThrottledError{RetryAfter: retryAfterOf(answer), Err: err}
 }
 
-// maxErrorText bounds the text of an error the bridge shows to callers.
-const maxErrorText = 500
+// refusedCodes are the error codes of a caller the service refused: a
+// missing permission, an expired or unknown credential, a bad signature.
+var refusedCodes = map[string]bool{
+	"AccessDeniedException": true, "AccessDenied": true, "ExpiredTokenException": true, "ExpiredToken": true,
+	"UnrecognizedClientException": true, "InvalidClientTokenId": true, "InvalidSignatureException": true,
+	"SignatureDoesNotMatch": true, "IncompleteSignature": true, "MissingAuthenticationToken": true,
+	"NotAuthorized": true, "RequestExpired": true,
+}
 
-// shortError is an error whose text is cut to maxErrorText bytes; it still
-// unwraps to the whole error.
-type shortError struct{ err error }
+// problem describes a failed call of the API operation op (such as
+// "DescribeJobs") as an [adapters.CallError]: the operation as its Method,
+// the HTTP status, and as Message the service's error code and message
+// ("ClientException: Job queue q does not exist"), or, when no answer
+// came, what went wrong on the way. Its class is throttled for throttling
+// answers, refused for a refused caller (AccessDeniedException,
+// ExpiredTokenException, ...; any 401 or 403), unreachable without an
+// answer, and error otherwise. kind is the sentinel it wraps besides err;
+// nil for none.
+func problem(op string, kind, err error) *adapters.CallError {
+	ce := &adapters.CallError{Method: op, Status: httpStatus(err), Err: err}
+	if kind != nil {
+		ce.Err = fmt.Errorf("%w: %w", kind, err)
+	}
+	code := apiCode(err)
+	switch {
+	case isThrottle(err):
+		ce.Class = adapters.ProblemThrottled
+	case refusedCodes[code] || ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden:
+		ce.Class = adapters.ProblemRefused
+	case ce.Status == 0:
+		ce.Class = adapters.ProblemUnreachable
+	default:
+		ce.Class = adapters.ProblemError
+	}
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae):
+		ce.Message = ae.ErrorCode()
+		if m := ae.ErrorMessage(); m != "" {
+			ce.Message += ": " + m
+		}
+	default:
+		ce.Message = causeText(err)
+	}
+	ce.Message = shorten(strings.Join(strings.Fields(ce.Message), " "))
+	return ce
+}
 
-func (e shortError) Error() string {
-	s := e.err.Error()
+// causeText is the text of the innermost error that says what went wrong
+// on the way, without the SDK's wrappers ("operation error Batch: ...") and
+// the URL an *url.Error quotes.
+func causeText(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	var oe *smithy.OperationError
+	if errors.As(err, &oe) && oe.Err != nil {
+		err = oe.Err
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.Err != nil {
+		err = re.Err
+	}
+	return err.Error()
+}
+
+// shorten cuts s to maxErrorText bytes.
+func shorten(s string) string {
 	if len(s) <= maxErrorText {
 		return s
 	}
@@ -122,27 +171,29 @@ func (e shortError) Error() string {
 	return s[:cut] + "…"
 }
 
-func (e shortError) Unwrap() error { return e.err }
+// maxErrorText bounds the text of an error the bridge shows to callers.
+const maxErrorText = 500
 
-// classifySubmit turns a SubmitJob error into the adapter's outcome: a
-// refusal (the job was certainly not created; the text carries Batch's own
-// message, cut short), throttling (an adapters.ThrottledError: no job was
-// created) or an unknown outcome (wrapping adapters.ErrOutcomeUnknown).
+// classifySubmit turns a SubmitJob error into the adapter's outcome, an
+// [adapters.CallError]: a refusal (the job was certainly not created; the
+// message is Batch's own), throttling (inside an adapters.ThrottledError:
+// no job was created), a request not sent, or an unknown outcome (wrapping
+// adapters.ErrOutcomeUnknown).
 func classifySubmit(err error, maybeSent bool) error {
 	status := httpStatus(err)
 	switch {
 	case status == 0 && !maybeSent:
-		return fmt.Errorf("request not sent: %w", err)
+		return problem("SubmitJob", nil, err)
 	case status == 0:
-		return fmt.Errorf("%w: %w", adapters.ErrOutcomeUnknown, err)
+		return problem("SubmitJob", adapters.ErrOutcomeUnknown, err)
 	case isThrottle(err):
 		// A throttled request is rejected before it is acted on.
-		return throttled(fmt.Errorf("AWS Batch throttled the submission, so no job was created: %w", shortError{err}), err)
+		return throttled(problem("SubmitJob", nil, err), err)
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-		return fmt.Errorf("AWS Batch refused the job: %w", shortError{err})
+		return problem("SubmitJob", nil, err)
 	}
 	// A 5xx, a 408, or a 2xx whose answer could not be read.
-	return fmt.Errorf("%w: %w", adapters.ErrOutcomeUnknown, err)
+	return problem("SubmitJob", adapters.ErrOutcomeUnknown, err)
 }
 
 // withoutThrottleRetries is a per-call option that keeps the client's

@@ -7,20 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"github.com/jobbridge/jobbridge/adapters"
-	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // The envelope values of the one event type the adapter reads.
@@ -29,16 +25,18 @@ const (
 	eventDetailType = "Batch Job State Change"
 )
 
-// maxKeyFile bounds the size of an api_key file.
-const maxKeyFile = 4 << 10
-
 var _ adapters.EventSource = (*Adapter)(nil)
 
 // eventReader authenticates and reads the deliveries of one backend's
 // EventBridge API destination.
 type eventReader struct {
-	header  string // the API key's header, canonical
-	key     *keySource
+	header string // the API key's header, canonical
+	// key is the API key's reference, resolved through keys at every
+	// delivery: an environment variable's value, read once, or a file's,
+	// read again whenever it changes, so that a rotated key takes effect
+	// without a restart (see package secrets).
+	key     secrets.Ref
+	keys    *secrets.Source
 	maxAge  time.Duration
 	polling adapters.EventPolling
 }
@@ -51,29 +49,21 @@ func newEventReader(c *EventsConfig, getenv func(string) (string, bool), log *sl
 	if err != nil {
 		return nil, adapters.Fieldf("events.api_key", "%v", err)
 	}
-	k := &keySource{ref: ref, log: log}
-	if ref.File == "" {
-		v, ok := getenv(ref.Env)
-		if !ok {
-			return nil, adapters.Fieldf("events.api_key", "environment variable %s is not set", ref.Env)
-		}
-		if err := checkKey(v); err != nil {
-			return nil, adapters.Fieldf("events.api_key", "environment variable %s %v", ref.Env, err)
-		}
-		k.value = v
-	} else if _, err := k.current(); err != nil {
+	keys := secrets.NewSource(&secrets.Options{Getenv: getenv, Check: checkKey, Logger: log})
+	if _, err := keys.Value(ref); err != nil {
 		return nil, adapters.Fieldf("events.api_key", "%v", err)
 	}
 	return &eventReader{
 		header:  http.CanonicalHeaderKey(c.APIKeyHeader),
-		key:     k,
+		key:     ref,
+		keys:    keys,
 		maxAge:  c.MaxAge,
 		polling: adapters.EventPolling{Interval: c.PollInterval, Quiet: c.Quiet},
 	}, nil
 }
 
 // checkKey checks a key's value; its errors complete "environment variable
-// X ..." or "key file X ..." and never quote the value.
+// X ..." or "secret file X ..." and never quote the value.
 func checkKey(v string) error {
 	switch {
 	case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }):
@@ -86,85 +76,6 @@ func checkKey(v string) error {
 		return fmt.Errorf("holds a key longer than %d characters, which an EventBridge connection cannot send", maxAPIKeyLength)
 	}
 	return nil
-}
-
-// keySource is the API key's current value: an environment variable's,
-// read once at start, or a file's, read again whenever its modification
-// time or size changes, so that a rotated key takes effect without a
-// restart. A file that becomes unreadable or invalid keeps the last good
-// key in force, with a warning.
-type keySource struct {
-	ref expr.SecretRef
-	log *slog.Logger
-
-	mu    sync.Mutex
-	value string
-	mod   time.Time
-	size  int64
-}
-
-func (k *keySource) current() (string, error) {
-	if k.ref.File == "" {
-		return k.value, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	fi, err := os.Stat(k.ref.File)
-	if err == nil && k.value != "" && fi.ModTime().Equal(k.mod) && fi.Size() == k.size {
-		return k.value, nil
-	}
-	v, mod, size, err := readKeyFile(k.ref.File)
-	if err != nil {
-		if k.value == "" {
-			return "", err
-		}
-		k.log.Warn("cannot read the rotated events api_key file; keeping the last key read", "file", k.ref.File, "err", err)
-		// Do not read it again on every delivery until it changes.
-		if fi != nil {
-			k.mod, k.size = fi.ModTime(), fi.Size()
-		}
-		return k.value, nil
-	}
-	k.value, k.mod, k.size = v, mod, size
-	return v, nil
-}
-
-// readKeyFile reads a key file whole: one line, its trailing newline
-// trimmed.
-func readKeyFile(path string) (string, time.Time, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", time.Time{}, 0, keyFileErr(path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", time.Time{}, 0, keyFileErr(path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", time.Time{}, 0, fmt.Errorf("key file %s is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return "", time.Time{}, 0, fmt.Errorf("key file %s: %w", path, err)
-	}
-	if len(b) > maxKeyFile {
-		return "", time.Time{}, 0, fmt.Errorf("key file %s is larger than %d KiB", path, maxKeyFile>>10)
-	}
-	v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if err := checkKey(v); err != nil {
-		return "", time.Time{}, 0, fmt.Errorf("key file %s %w", path, err)
-	}
-	return v, fi.ModTime(), fi.Size(), nil
-}
-
-// keyFileErr names the file once: an *fs.PathError would name it again.
-func keyFileErr(path string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return fmt.Errorf("key file %s: %w", path, err)
 }
 
 // sameKey compares a presented key with the configured one in constant
@@ -242,7 +153,7 @@ func (a *Adapter) ReadEvents(_ context.Context, d adapters.Delivery) ([]adapters
 	case len(got) > 1:
 		return nil, fmt.Errorf("AWS Batch event: %d %s headers: %w", len(got), ev.header, adapters.ErrForgedEvent)
 	}
-	key, err := ev.key.current()
+	key, err := ev.keys.Value(ev.key)
 	if err != nil {
 		// Only a key file that vanished before any was read: a wiring
 		// mistake New rules out.

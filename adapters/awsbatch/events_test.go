@@ -586,8 +586,8 @@ func TestEventsKey(t *testing.T) {
 	}{
 		{"unset variable", "${BATCH_EVENTS_KEY}", nil, "events.api_key: environment variable BATCH_EVENTS_KEY is not set"},
 		{"short key", "${BATCH_EVENTS_KEY}", map[string]string{"BATCH_EVENTS_KEY": "hunter2"}, "events.api_key: environment variable BATCH_EVENTS_KEY holds a key shorter than 16 characters"},
-		{"key with a line break", "${BATCH_EVENTS_KEY}", map[string]string{"BATCH_EVENTS_KEY": eventsKey + "\n"}, "holds a control character"},
-		{"missing file", "${file:" + filepath.Join(dir, "none") + "}", nil, "events.api_key: key file " + filepath.Join(dir, "none") + ": no such file"},
+		{"key with a line break", "${BATCH_EVENTS_KEY}", map[string]string{"BATCH_EVENTS_KEY": eventsKey + "\n"}, "contains a line break or NUL"},
+		{"missing file", "${file:" + filepath.Join(dir, "none") + "}", nil, "events.api_key: secret file " + filepath.Join(dir, "none") + ": no such file"},
 		{"literal key", eventsKey, nil, "events.api_key: must be a single ${NAME}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -234,7 +234,9 @@ func (p *poller) result(e *entry) description {
 // an adapters.ThrottledError with what is left of the pause Batch asked
 // for. It runs with p.mu held.
 func (p *poller) backoffError(now time.Time) error {
-	err := fmt.Errorf("not asking AWS Batch for %v after a failed DescribeJobs: %w", p.backoffUntil.Sub(now).Round(time.Millisecond), p.lastErr)
+	ce := problem("DescribeJobs", nil, p.lastErr)
+	ce.Message += fmt.Sprintf(" (not asked again for %v)", p.backoffUntil.Sub(now).Round(time.Millisecond))
+	var err error = ce
 	if isThrottle(p.lastErr) {
 		return &adapters.ThrottledError{RetryAfter: max(p.retryUntil.Sub(now), 0), Err: err}
 	}
@@ -292,7 +294,7 @@ func (p *poller) run(ctx context.Context) {
 			d = d*3/4 + rand.N(d/2+1) // ±25%
 			p.backoffUntil, p.lastErr = now.Add(d), err
 			kind := "failed"
-			callErr := fmt.Errorf("describing AWS Batch jobs: %w", err)
+			var callErr error = problem("DescribeJobs", nil, err)
 			if isThrottle(err) {
 				kind = "throttled"
 				// Every waiting caller learns it is throttling, with the

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jobbridge/jobbridge/internal/spelling"
+
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // Template is parsed text with placeholders; see the package documentation.
@@ -26,18 +28,9 @@ type Segment struct {
 	Offset int
 }
 
-// SecretRef is a reference to a secret: an environment variable or a file.
-type SecretRef struct {
-	Env  string
-	File string
-}
-
-func (r SecretRef) String() string {
-	if r.File != "" {
-		return "${file:" + r.File + "}"
-	}
-	return "${" + r.Env + "}"
-}
+// SecretRef is a reference to a secret: an environment variable or a file,
+// resolved through package secrets.
+type SecretRef = secrets.Ref
 
 // ParseTemplate parses s in scope. It reports the first mistake: an
 // expression that does not compile, a placeholder for a variable the scope

@@ -16,6 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-github/v93/github"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // GitHub App authentication timing.
@@ -71,7 +73,7 @@ type appTokens struct {
 	installationID int64
 	key            *rsa.PrivateKey
 	now            func() time.Time
-	red            *redactor
+	red            *secrets.Redactor
 	// exchange is a go-github client whose transport signs every request
 	// with a fresh app JWT.
 	exchange *github.Client
@@ -86,7 +88,7 @@ type appTokens struct {
 // newAppTokens returns the token source for an app installation; transport
 // carries the exchange requests (without credentials) and baseURL is the API
 // base ("" for GitHub.com).
-func newAppTokens(cfg AppConfig, key *rsa.PrivateKey, transport http.RoundTripper, baseURL string, timeout time.Duration, now func() time.Time, red *redactor) (*appTokens, error) {
+func newAppTokens(cfg AppConfig, key *rsa.PrivateKey, transport http.RoundTripper, baseURL string, timeout time.Duration, now func() time.Time, red *secrets.Redactor) (*appTokens, error) {
 	t := &appTokens{appID: cfg.AppID, installationID: cfg.InstallationID, key: key, now: now, red: red}
 	opts := []github.ClientOptionsFunc{
 		github.WithHTTPClient(&http.Client{Transport: &jwtAuth{base: transport, tokens: t}, Timeout: timeout}),
@@ -117,7 +119,7 @@ func (t *appTokens) jwt() (string, error) {
 	if err != nil {
 		return "", errors.New("signing the app JWT failed")
 	}
-	t.red.addRotating(s)
+	t.red.AddFrom("github:app-jwt", s)
 	return s, nil
 }
 
@@ -170,7 +172,7 @@ func (t *appTokens) refresh(ctx context.Context) (string, error) {
 			}
 		}
 		return "", &authError{
-			msg:    fmt.Sprintf("getting an installation token for app %d, installation %d: %s", t.appID, t.installationID, t.red.redact(err.Error())),
+			msg:    fmt.Sprintf("getting an installation token for app %d, installation %d: %s", t.appID, t.installationID, t.red.Redact(err.Error())),
 			causes: causes,
 		}
 	}
@@ -178,7 +180,7 @@ func (t *appTokens) refresh(ctx context.Context) (string, error) {
 		return "", &authError{msg: fmt.Sprintf("getting an installation token for app %d, installation %d: the answer has no token or expires_at", t.appID, t.installationID), causes: []error{errNotSent}}
 	}
 	tok := it.GetToken()
-	t.red.addRotating(tok)
+	t.red.AddFrom("github:installation-token", tok)
 	now := t.now()
 	// Renew tokenRefreshMargin before expiry, or half-way through a
 	// shorter life, so that a short-lived token is not renewed on every

@@ -34,6 +34,10 @@ func TestContractAgainstGitHubFake(t *testing.T) {
 			f.gh.Inject(githubfake.Fault{Kind: githubfake.FaultSecondaryRateLimit, Status: 429, RetryAfter: d, Times: 1 << 20})
 			return f.gh.ClearFaults
 		},
+		Fail: func(_ *testing.T, status int) func() {
+			f.gh.Inject(githubfake.Fault{Status: status, Message: "injected fault", Times: 1 << 20})
+			return f.gh.ClearFaults
+		},
 		Answer: func(string, adapters.InputRequest) adapters.Answer {
 			return adapters.Answer{Action: "accept", Content: map[string]any{"decision": "approve", "comment": "ship it"}}
 		},

@@ -5,16 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/google/go-github/v93/github"
 
 	"github.com/jobbridge/jobbridge/adapters"
-	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // GitHub's webhook headers, as GitHub spells them (net/http canonicalises
@@ -30,43 +28,13 @@ const (
 	attemptEntries    = 65536 // runs whose latest attempt the adapter remembers
 )
 
-// eventsSetup is the backend's events: block, with its secret read.
+// eventsSetup is the backend's events: block. Its secret is resolved
+// through the adapter's secret source at every delivery: an environment
+// variable's value is read once, a file's again whenever it changes, so
+// that a rotated webhook secret takes effect without a restart.
 type eventsSetup struct {
-	secret  []byte
+	secret  secrets.Ref
 	polling adapters.EventPolling
-}
-
-// readSecret resolves a secret reference: an environment variable, or a
-// file whose one line (trailing newline trimmed) is the secret. Errors name
-// the variable or the file, never the value.
-func readSecret(ref expr.SecretRef, getenv func(string) (string, bool)) (string, error) {
-	if ref.File == "" {
-		v, set := getenv(ref.Env)
-		if !set || v == "" {
-			return "", fmt.Errorf("environment variable %s is not set", ref.Env)
-		}
-		return v, nil
-	}
-	f, err := os.Open(ref.File)
-	if err != nil {
-		return "", fmt.Errorf("reading the secret file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("reading the secret file %s: %w", ref.File, err)
-	case len(b) > maxSecretFile:
-		return "", fmt.Errorf("secret file %s is larger than %d KiB", ref.File, maxSecretFile>>10)
-	}
-	v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	switch {
-	case v == "":
-		return "", fmt.Errorf("secret file %s is empty", ref.File)
-	case strings.ContainsAny(v, "\r\n\x00"):
-		return "", fmt.Errorf("secret file %s holds more than one line", ref.File)
-	}
-	return v, nil
 }
 
 // Events reports the backend's event polling when its config has an
@@ -128,12 +96,12 @@ func (a *Adapter) ReadEvents(ctx context.Context, d adapters.Delivery) ([]adapte
 	switch event {
 	case "workflow_run", "workflow_job":
 	default:
-		a.log.Debug("ignoring a webhook delivery", "event", a.red.clean(event, 50), "delivery", a.red.clean(delivery, 100))
+		a.log.Debug("ignoring a webhook delivery", "event", a.red.Clean(event, 50), "delivery", a.red.Clean(delivery, 100))
 		return nil, nil
 	}
 	parsed, err := github.ParseWebHook(event, payload)
 	if err != nil {
-		return nil, fmt.Errorf("reading the %s payload: %s", event, a.red.clean(err.Error(), 300))
+		return nil, fmt.Errorf("reading the %s payload: %s", event, a.red.Clean(err.Error(), 300))
 	}
 	var e adapters.Event
 	var ok bool
@@ -169,12 +137,17 @@ func (a *Adapter) verify(d adapters.Delivery) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(d.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" && mt != "application/x-www-form-urlencoded" {
 		return nil, fmt.Errorf("the delivery's Content-Type %q is neither application/json nor application/x-www-form-urlencoded (set the webhook's content type to application/json)",
-			a.red.clean(d.Header.Get("Content-Type"), 100))
+			a.red.Clean(d.Header.Get("Content-Type"), 100))
 	}
 	// With the media type and the size checked, what ValidatePayloadFromBody
 	// can still refuse is the signature (or a form body that, unsigned,
 	// cannot be told from a forged one).
-	payload, err := github.ValidatePayloadFromBody(mt, bytes.NewReader(d.Body), sig, a.events.secret)
+	secret, err := a.secrets.Value(a.events.secret)
+	if err != nil {
+		// Only a file that vanished before it was ever read: New rules it out.
+		return nil, fmt.Errorf("the webhook secret: %w", err)
+	}
+	payload, err := github.ValidatePayloadFromBody(mt, bytes.NewReader(d.Body), sig, []byte(secret))
 	if err != nil {
 		return nil, fmt.Errorf("the delivery's X-Hub-Signature-256 does not match its body under the webhook secret: %w", adapters.ErrForgedEvent)
 	}
@@ -186,7 +159,7 @@ func (a *Adapter) runEvent(ev *github.WorkflowRunEvent) (adapters.Event, bool, e
 	switch ev.GetAction() {
 	case "requested", "in_progress", "completed":
 	default:
-		a.log.Debug("ignoring a workflow_run action", "action", a.red.clean(ev.GetAction(), 50))
+		a.log.Debug("ignoring a workflow_run action", "action", a.red.Clean(ev.GetAction(), 50))
 		return adapters.Event{}, false, nil
 	}
 	run := ev.GetWorkflowRun()
@@ -216,7 +189,7 @@ func (a *Adapter) runEvent(ev *github.WorkflowRunEvent) (adapters.Event, bool, e
 // to; ok is false for one to ignore.
 func (a *Adapter) jobEvent(ev *github.WorkflowJobEvent) (adapters.Event, bool, error) {
 	j := ev.GetWorkflowJob()
-	name := a.red.clean(j.GetName(), 200)
+	name := a.red.Clean(j.GetName(), 200)
 	o := adapters.Observation{State: adapters.StateWorking}
 	switch ev.GetAction() {
 	case "queued":
@@ -232,7 +205,7 @@ func (a *Adapter) jobEvent(ev *github.WorkflowJobEvent) (adapters.Event, bool, e
 	case "completed":
 		o.Message = fmt.Sprintf("in_progress: job %s concluded %s", name, orNone(j.GetConclusion()))
 	default:
-		a.log.Debug("ignoring a workflow_job action", "action", a.red.clean(ev.GetAction(), 50))
+		a.log.Debug("ignoring a workflow_job action", "action", a.red.Clean(ev.GetAction(), 50))
 		return adapters.Event{}, false, nil
 	}
 	runID := j.GetRunID()
@@ -255,7 +228,7 @@ func (a *Adapter) jobEvent(ev *github.WorkflowJobEvent) (adapters.Event, bool, e
 	if at.IsZero() {
 		at = j.GetCreatedAt().Time
 	}
-	o.Message = a.red.clean(o.Message, maxMessage)
+	o.Message = a.red.Clean(o.Message, maxMessage)
 	o = afterCancel(o, false, "", a.cancelRecord(d.key()))
 	// The job moved: the next poll reads the run's jobs again.
 	a.memoDrop(d.key())

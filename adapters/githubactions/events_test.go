@@ -151,9 +151,9 @@ func TestEventsConfigured(t *testing.T) {
 	}{
 		{"file", "${file:" + good + "}", ""},
 		{"unset variable", "${NO_SUCH_SECRET}", "events.secret: environment variable NO_SUCH_SECRET is not set"},
-		{"missing file", "${file:" + filepath.Join(dir, "absent") + "}", "events.secret: reading the secret file"},
+		{"missing file", "${file:" + filepath.Join(dir, "absent") + "}", "events.secret: secret file " + filepath.Join(dir, "absent") + ": no such file or directory"},
 		{"empty file", "${file:" + empty + "}", "events.secret: secret file " + empty + " is empty"},
-		{"two lines", "${file:" + twoLines + "}", "events.secret: secret file " + twoLines + " holds more than one line"},
+		{"two lines", "${file:" + twoLines + "}", "events.secret: secret file " + twoLines + " contains a line break or NUL"},
 		{"literal", "s3cr3t-value", "events.secret: must be a single ${NAME} or ${file:/absolute/path} reference, not the secret itself"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

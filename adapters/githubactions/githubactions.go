@@ -91,14 +91,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/google/go-github/v93/github"
@@ -107,6 +104,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // Tuning constants.
@@ -161,16 +159,18 @@ type Options struct {
 // Adapter dispatches and follows GitHub Actions workflow runs. It is safe
 // for concurrent use.
 type Adapter struct {
-	name   string
-	gh     *github.Client
-	blobs  *http.Client // log downloads: no credentials, no budget
-	tools  map[string]*tool
-	now    func() time.Time
-	log    *slog.Logger
-	red    *redactor
-	meter  *meter
-	cache  *etagCache
-	search struct{ wait, interval time.Duration }
+	name  string
+	gh    *github.Client
+	blobs *http.Client // log downloads: no credentials, no budget
+	tools map[string]*tool
+	now   func() time.Time
+	log   *slog.Logger
+	red   *secrets.Redactor
+	// secrets resolves the token's and the webhook secret's references.
+	secrets *secrets.Source
+	meter   *meter
+	cache   *etagCache
+	search  struct{ wait, interval time.Duration }
 	// listingLag is how long a dispatched run may stay out of listings.
 	listingLag time.Duration
 
@@ -241,10 +241,6 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if opts == nil {
 		opts = &Options{}
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
 	backend.SetDefaults()
 	var errs []error
 	if err := backend.Validate(); err != nil {
@@ -255,11 +251,12 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		tools:    map[string]*tool{},
 		now:      opts.Now,
 		log:      opts.Logger,
-		red:      &redactor{},
+		secrets:  secrets.NewSource(&secrets.Options{Getenv: opts.Getenv, Logger: opts.Logger}),
 		memo:     newLRU[memoEntry](memoEntries),
 		cancels:  newLRU[*cancelRecord](cancelEntries),
 		attempts: newLRU[int64](attemptEntries),
 	}
+	a.red = a.secrets.Redactor()
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -286,25 +283,28 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 			appKey = k
 		}
 	} else if envName, ok := envRef(backend.Token); ok {
-		v, set := getenv(envName)
+		v, err := a.secrets.Env(envName)
 		switch {
-		case !set || v == "":
-			errs = append(errs, adapters.Fieldf("token", "environment variable %s is not set", envName))
-		case strings.ContainsAny(v, " \r\n\t\x00"):
-			errs = append(errs, adapters.Fieldf("token", "environment variable %s contains white space or NUL", envName))
+		case err != nil:
+			errs = append(errs, adapters.Fieldf("token", "%v", err))
+		case v == "":
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s is empty", envName))
+		case strings.ContainsAny(v, " \t"):
+			errs = append(errs, adapters.Fieldf("token", "environment variable %s contains white space", envName))
 		default:
 			token = v
-			a.red.add(v)
 		}
 	}
 	if e := backend.Events; e != nil {
 		if ref, err := secretRef(e.Secret); err == nil { // else Validate said why
-			v, err := readSecret(ref, getenv)
-			if err != nil {
+			v, err := a.secrets.Value(ref)
+			switch {
+			case err != nil:
 				errs = append(errs, adapters.Fieldf("events.secret", "%v", err))
-			} else {
-				a.red.add(v)
-				a.events = &eventsSetup{secret: []byte(v), polling: eventsPolling(e)}
+			case v == "":
+				errs = append(errs, adapters.Fieldf("events.secret", "%s is empty", ref))
+			default:
+				a.events = &eventsSetup{secret: ref, polling: eventsPolling(e)}
 			}
 		}
 	}
@@ -322,7 +322,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.tools[tn] = t
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("github_actions backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	base := http.RoundTripper(nil)
@@ -367,7 +367,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	gh, err := github.NewClient(ghOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("github_actions backend %q: creating the GitHub client: %v", name, a.red.redact(err.Error()))
+		return nil, fmt.Errorf("github_actions backend %q: creating the GitHub client: %v", name, a.red.Redact(err.Error()))
 	}
 	a.gh = gh
 	a.blobs = &http.Client{
@@ -443,7 +443,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 		}
 	}
 	if err != nil {
-		return fail(a.dispatchError(err))
+		return adapters.JobRef{}, a.dispatchError(err)
 	}
 	if id := details.GetWorkflowRunID(); id > 0 {
 		return t.jobRef(id), nil
@@ -539,37 +539,25 @@ func isRunDetailsRefusal(err error) bool {
 // come after GitHub acted on it, or none at all after the request may have
 // been written, is an unknown outcome.
 func (a *Adapter) dispatchError(err error) error {
-	text := a.errText(err)
 	switch {
 	case a.rateLimited(err):
 		// Refused or held back for a rate limit: no run was created.
-		return a.throttled(fmt.Errorf("GitHub refused it for now: %s: %w", text, ErrRateLimited), err)
+		ce := a.problem(err, ErrRateLimited)
+		ce.Class = adapters.ProblemThrottled
+		return a.throttled(ce, err)
 	case errors.Is(err, errNotSent):
-		return errors.New(text)
+		return a.problem(err, nil)
 	}
 	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
 		if code := er.Response.StatusCode; code >= 400 && code < 500 && code != http.StatusRequestTimeout {
-			if msg := a.red.clean(er.Message, 500); msg != "" {
-				return fmt.Errorf("GitHub refused it: %d %s", code, msg)
-			}
-			return fmt.Errorf("GitHub refused it: %s", text)
+			return a.problem(err, nil) // refused: no run was created
 		}
-		return fmt.Errorf("%s: %w", text, adapters.ErrOutcomeUnknown)
+		return a.problem(err, adapters.ErrOutcomeUnknown)
 	}
-	if isDialError(err) {
-		return fmt.Errorf("%s: %w", text, errNotSent)
+	if adapters.NotSent(err) {
+		return a.problem(err, errNotSent)
 	}
-	return fmt.Errorf("%s: %w", text, adapters.ErrOutcomeUnknown)
-}
-
-// isDialError reports an error that happened before a connection existed.
-func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return a.problem(err, adapters.ErrOutcomeUnknown)
 }
 
 func (t *tool) jobRef(runID int64) adapters.JobRef {
@@ -620,7 +608,7 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	now := a.now()
 	ref, found, err := a.findRun(ctx, t, req.CorrelationID, now.Add(-findLookback))
 	if err != nil {
-		return adapters.JobRef{}, false, fmt.Errorf("looking for the run with correlation ID %s: %w", req.CorrelationID, err)
+		return adapters.JobRef{}, false, err
 	}
 	submitted := req.SubmittedAt
 	if submitted.IsZero() {
@@ -742,7 +730,7 @@ func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef) adapters.Observ
 		return a.observe(ctx, t, d)
 	})
 	if err != nil {
-		return adapters.Observation{Err: fmt.Errorf("polling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)}
+		return adapters.Observation{Err: err}
 	}
 	return v.(adapters.Observation)
 }
@@ -755,7 +743,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, d refData) (adapters.Obs
 	if err != nil {
 		if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil &&
 			(er.Response.StatusCode == http.StatusNotFound || er.Response.StatusCode == http.StatusGone) {
-			return adapters.Observation{}, fmt.Errorf("%s: %w", a.errText(err), adapters.ErrJobNotFound)
+			return adapters.Observation{}, a.problem(err, adapters.ErrJobNotFound)
 		}
 		return adapters.Observation{}, a.apiError(err)
 	}
@@ -845,10 +833,7 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 		a.memo.drop(key)
 		a.mu.Unlock()
 	}
-	if err != nil {
-		return fmt.Errorf("cancelling run %d of %s/%s: %w", d.RunID, d.Owner, d.Repo, err)
-	}
-	return nil
+	return err
 }
 
 // cancelAnswer classifies the answer to POST .../cancel; accepted is true
@@ -876,7 +861,7 @@ func (a *Adapter) cancelAnswer(ctx context.Context, d refData, err error, cancel
 	case code == http.StatusConflict:
 		return false, a.conflict(ctx, d, er)
 	case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
-		return false, fmt.Errorf("GitHub refused: %s: %w", a.errText(err), adapters.ErrCancelRefused)
+		return false, a.problem(err, adapters.ErrCancelRefused)
 	}
 	return false, a.apiError(err)
 }
@@ -885,17 +870,22 @@ func (a *Adapter) cancelAnswer(ctx context.Context, d refData, err error, cancel
 // finished before the cancel; a run still going is a refusal. When the run
 // cannot be read, GitHub's message decides.
 func (a *Adapter) conflict(ctx context.Context, d refData, er *github.ErrorResponse) error {
-	text := a.errText(er)
 	run, _, err := a.gh.Actions.GetWorkflowRunByID(ctx, d.Owner, d.Repo, d.RunID)
+	var ce *adapters.CallError
 	switch {
 	case err == nil && run.GetStatus() == "completed":
-		return fmt.Errorf("the run had already completed (conclusion %s): %s: %w", orNone(run.GetConclusion()), text, adapters.ErrAlreadyFinished)
+		ce = a.problem(er, adapters.ErrAlreadyFinished)
+		ce.Message += fmt.Sprintf("; the run had already completed (conclusion %s)", orNone(run.GetConclusion()))
 	case err == nil:
-		return fmt.Errorf("GitHub refused while the run is %s: %s: %w", a.red.clean(run.GetStatus(), 50), text, adapters.ErrCancelRefused)
+		ce = a.problem(er, adapters.ErrCancelRefused)
+		ce.Message += fmt.Sprintf("; the run is still %s", a.red.Clean(run.GetStatus(), 50))
 	case strings.Contains(strings.ToLower(er.Message), "completed"):
-		return fmt.Errorf("the run had already completed: %s: %w", text, adapters.ErrAlreadyFinished)
+		ce = a.problem(er, adapters.ErrAlreadyFinished)
+	default:
+		ce = a.problem(er, adapters.ErrCancelRefused)
 	}
-	return fmt.Errorf("GitHub refused: %s: %w", text, adapters.ErrCancelRefused)
+	ce.Class = adapters.ProblemError // a 409 is no refusal of the caller
+	return ce
 }
 
 // forceCancel sends POST .../force-cancel, once per cancel the adapter
@@ -1010,13 +1000,16 @@ func (a *Adapter) rateLimited(err error) bool {
 	return true
 }
 
-// apiError turns a go-github error into one that is safe to show: redacted,
-// and, for rate limits, an [adapters.ThrottledError] wrapping ErrRateLimited.
+// apiError turns a go-github error into an [adapters.CallError] that is
+// safe to show (see [Adapter.problem]), and, for rate limits, an
+// [adapters.ThrottledError] around it wrapping ErrRateLimited.
 func (a *Adapter) apiError(err error) error {
 	if a.rateLimited(err) {
-		return a.throttled(fmt.Errorf("%s: %w", a.errText(err), ErrRateLimited), err)
+		ce := a.problem(err, ErrRateLimited)
+		ce.Class = adapters.ProblemThrottled
+		return a.throttled(ce, err)
 	}
-	return errors.New(a.errText(err))
+	return a.problem(err, nil)
 }
 
 // throttled wraps shown (the safe text of cause, a rate-limit error) in an
@@ -1033,7 +1026,7 @@ func (a *Adapter) throttled(shown, cause error) error {
 
 // errText is err's text, redacted and shortened.
 func (a *Adapter) errText(err error) string {
-	return a.red.clean(err.Error(), 500)
+	return a.red.Clean(err.Error(), 500)
 }
 
 var (

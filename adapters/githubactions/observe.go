@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -154,18 +152,18 @@ func (a *Adapter) runObservation(t *tool, d refData, run *github.WorkflowRun, f 
 			}
 		}
 		if current != "" {
-			o.Message += ": job " + a.red.clean(current, 200)
+			o.Message += ": job " + a.red.Clean(current, 200)
 		}
 		if len(f.jobs) > 0 {
 			o.Message += fmt.Sprintf(" (%d of %d jobs done)", done, len(f.jobs))
 			o.Progress = &adapters.Progress{Done: float64(done), Total: float64(len(f.jobs))}
 		}
 	default:
-		a.log.Warn("unknown workflow run status; keeping the task working", "run", d.RunID, "status", a.red.clean(status, 50))
+		a.log.Warn("unknown workflow run status; keeping the task working", "run", d.RunID, "status", a.red.Clean(status, 50))
 		o.State = adapters.StateWorking
 		o.Message = fmt.Sprintf("status %q", status)
 	}
-	o.Message = a.red.clean(o.Message, maxMessage)
+	o.Message = a.red.Clean(o.Message, maxMessage)
 	return o
 }
 
@@ -194,7 +192,7 @@ func (a *Adapter) waiting(t *tool, run *github.WorkflowRun, f runFacts, o adapte
 			who = append(who, fmt.Sprintf("a wait timer of %d min", p.GetWaitTimer()))
 		}
 	}
-	o.Message = a.red.clean(waitingMessage(envs, who), maxMessage)
+	o.Message = a.red.Clean(waitingMessage(envs, who), maxMessage)
 	if !t.cfg.Approvals || len(approvable) == 0 {
 		return o
 	}
@@ -208,7 +206,7 @@ func (a *Adapter) waiting(t *tool, run *github.WorkflowRun, f runFacts, o adapte
 		msg += " Run: " + u
 	}
 	o.State = adapters.StateInputRequired
-	o.InputRequests = map[string]adapters.InputRequest{key: {Message: a.red.clean(msg, maxMessage), Schema: approvalSchema}}
+	o.InputRequests = map[string]adapters.InputRequest{key: {Message: a.red.Clean(msg, maxMessage), Schema: approvalSchema}}
 	return o
 }
 
@@ -294,7 +292,7 @@ func (a *Adapter) completed(t *tool, d refData, run *github.WorkflowRun, f runFa
 
 	state, known := conclusionState(conclusion)
 	if !known {
-		a.log.Warn("unknown workflow run conclusion; reporting a tool error", "run", d.RunID, "conclusion", a.red.clean(conclusion, 50))
+		a.log.Warn("unknown workflow run conclusion; reporting a tool error", "run", d.RunID, "conclusion", a.red.Clean(conclusion, 50))
 	}
 	o.State = state
 	switch conclusion {
@@ -318,8 +316,8 @@ func (a *Adapter) completed(t *tool, d refData, run *github.WorkflowRun, f runFa
 	// A run has no completion time of its own: its updated_at moves last
 	// when it completes.
 	o.FinishedAt = run.GetUpdatedAt().Time
-	o.Message = a.red.clean("completed: "+orNone(conclusion), maxMessage)
-	o.Result = &adapters.Result{Text: strings.TrimRight(a.red.redact(b.String()), "\n"), Structured: structured}
+	o.Message = a.red.Clean("completed: "+orNone(conclusion), maxMessage)
+	o.Result = &adapters.Result{Text: strings.TrimRight(a.red.Redact(b.String()), "\n"), Structured: structured}
 	return o
 }
 
@@ -397,7 +395,7 @@ func (a *Adapter) logTail(ctx context.Context, d refData, jobID int64, n int) (s
 	}
 	resp, err := a.blobs.Do(req)
 	if err != nil {
-		return "", errors.New(a.red.clean(err.Error(), 300))
+		return "", errors.New(a.red.Clean(err.Error(), 300))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -480,7 +478,7 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 		ans := answers[key]
 		ids, ok := parseApprovalKey(key)
 		if !ok {
-			a.log.Warn("ignoring an answer to an unknown question", "run", d.RunID, "key", a.red.clean(key, 100))
+			a.log.Warn("ignoring an answer to an unknown question", "run", d.RunID, "key", a.red.Clean(key, 100))
 			continue
 		}
 		state, comment, send := reviewOf(ans)
@@ -569,70 +567,4 @@ func parseApprovalKey(key string) ([]int64, bool) {
 		ids = append(ids, id)
 	}
 	return ids, true
-}
-
-// redactor removes the credentials from text before it goes into an error,
-// a log or an observation: the configured token for good, and the last
-// maxRotating short-lived ones (installation tokens and app JWTs). It is
-// safe for concurrent use.
-type redactor struct {
-	mu       sync.RWMutex
-	secrets  []string
-	rotating []string
-}
-
-// maxRotating bounds the short-lived credentials a redactor remembers.
-const maxRotating = 16
-
-func (r *redactor) add(s string) {
-	if len(s) >= 4 {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.secrets = append(r.secrets, s)
-	}
-}
-
-// addRotating remembers a short-lived credential, forgetting the oldest
-// beyond maxRotating.
-func (r *redactor) addRotating(s string) {
-	if len(s) >= 4 {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if len(r.rotating) >= maxRotating {
-			r.rotating = slices.Delete(r.rotating, 0, 1)
-		}
-		r.rotating = append(r.rotating, s)
-	}
-}
-
-func (r *redactor) redact(s string) string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, secret := range r.secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	for _, secret := range r.rotating {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
-}
-
-// clean redacts s, replaces control characters with spaces, collapses white
-// space and shortens it to at most n bytes.
-func (r *redactor) clean(s string, n int) string {
-	s = strings.Map(func(c rune) rune {
-		if unicode.IsControl(c) || c == utf8.RuneError {
-			return ' '
-		}
-		return c
-	}, r.redact(s))
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
 }

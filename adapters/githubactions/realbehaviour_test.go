@@ -149,9 +149,9 @@ func TestDispatchRefusalsEndTheCall(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"unknown ref", "succeeds", map[string]any{"branch": "no-such-branch"}, "GitHub refused it: 422 No ref found for: no-such-branch"},
-		{"unexpected inputs", "succeeds", map[string]any{"branch": "main"}, `GitHub refused it: 422 Unexpected inputs provided: ["message"]`},
-		{"no workflow_dispatch trigger", "fails", nil, "GitHub refused it: 422 Workflow does not have 'workflow_dispatch' trigger"},
+		{"unknown ref", "succeeds", map[string]any{"branch": "no-such-branch"}, "/dispatches answered 422: No ref found for: no-such-branch"},
+		{"unexpected inputs", "succeeds", map[string]any{"branch": "main"}, `/dispatches answered 422: Unexpected inputs provided: ["message"]`},
+		{"no workflow_dispatch trigger", "fails", nil, "/dispatches answered 422: Workflow does not have 'workflow_dispatch' trigger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,10 +1,14 @@
 package githubactions
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,11 +100,55 @@ func TestWrongTokenIsNotTerminal(t *testing.T) {
 	f := newFixture(t, fixtureOptions{scripts: longScripts(), fake: func(o *githubfake.Options) { o.Tokens = []string{"another-token"} }})
 	a := f.adapter(nil)
 	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "scripted", Arguments: map[string]any{"script": "long"}, CorrelationID: "c"})
-	if err == nil || !strings.Contains(err.Error(), "401 Bad credentials") || strings.Contains(err.Error(), testToken) {
+	if err == nil || !strings.Contains(err.Error(), "answered 401: Bad credentials") || strings.Contains(err.Error(), testToken) {
 		t.Errorf("Start with a wrong token: %v", err)
 	}
 	o := f.pollErr(a, adapters.JobRef{ID: "1", Data: []byte(`{"tool":"scripted","owner":"o","repo":"r","run_id":1}`)})
 	if o.Err == nil || o.State != 0 {
 		t.Errorf("Poll with a wrong token: %v %v, want an observation error", o.State, o.Err)
+	}
+}
+
+// TestWebhookSecretRotates: a webhook secret read from a file is read again
+// when the file changes, as the other backends' secrets are, so that a
+// rotated secret takes effect without a restart: a delivery signed with the
+// new secret is accepted and one signed with the old is refused as forged.
+func TestWebhookSecretRotates(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	path := filepath.Join(t.TempDir(), "webhook-secret")
+	write := func(content string, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signed := func(secret string) adapters.Delivery {
+		body := []byte(`{"zen":"Keep it logically awesome."}`)
+		d := delivery("ping", "g-"+secret, body)
+		d.Header.Set("X-Hub-Signature-256", "sha256="+mac(sha256.New, secret, body))
+		d.Header.Del("X-Hub-Signature")
+		return d
+	}
+	const rotated = "whsec-R0tatedSecretValue"
+	t0 := time.Now().Add(-time.Hour)
+	write(testWebhookSecret, t0)
+	a := f.adapter(func(b *BackendConfig, _ map[string]JobConfig) {
+		b.Events = &EventsConfig{Secret: "${file:" + path + "}"}
+	})
+	if _, err := a.ReadEvents(t.Context(), signed(testWebhookSecret)); err != nil {
+		t.Fatalf("a delivery signed with the secret: %v", err)
+	}
+	write(rotated, t0.Add(time.Minute))
+	if _, err := a.ReadEvents(t.Context(), signed(rotated)); err != nil {
+		t.Errorf("a delivery signed with the rotated secret: %v, want it accepted", err)
+	}
+	if _, err := a.ReadEvents(t.Context(), signed(testWebhookSecret)); !errors.Is(err, adapters.ErrForgedEvent) {
+		t.Errorf("a delivery signed with the old secret after the rotation: %v, want adapters.ErrForgedEvent", err)
+	}
+	if got := a.red.Redact("old " + testWebhookSecret + " new " + rotated); strings.Contains(got, "whsec") {
+		t.Errorf("the secrets are not redacted: %q", got)
 	}
 }

@@ -206,7 +206,7 @@ func TestStartRefusalCarriesGitHubsMessage(t *testing.T) {
 		want    string
 		maxLen  int
 	}{
-		{name: "unexpected inputs", message: "Unexpected inputs provided: [\"colour\"]", want: `GitHub refused it: 422 Unexpected inputs provided: ["colour"]`},
+		{name: "unexpected inputs", message: "Unexpected inputs provided: [\"colour\"]", want: `answered 422: Unexpected inputs provided: ["colour"]`},
 		{name: "token in the message", message: "Bad token " + testToken, want: "Bad token [redacted]"},
 		{name: "long message", message: strings.Repeat("x", 5000), want: strings.Repeat("x", 100), maxLen: 800},
 	}

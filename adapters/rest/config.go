@@ -226,9 +226,9 @@ type StatusConfig struct {
 	// in States.
 	Field string `yaml:"field"`
 	// States maps status values to adapter states: working, input_required,
-	// succeeded, tool_error, cancelled, failed. A value not in the table keeps
-	// the task working, with the raw value in the status message, and is
-	// logged as a warning.
+	// succeeded, tool_error, cancelled, failed. A value not in the table is
+	// reported as the observation's problem (adapters.ErrUnmappedState),
+	// naming the value and the mapped ones, and logged once.
 	States map[string]string `yaml:"states"`
 	// Message reads a human-readable status message.
 	Message string `yaml:"message"`

@@ -235,7 +235,7 @@ func TestNewReportsToolErrors(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Path != "status.field" {
 		t.Fatalf("New = %v, want a FieldError at status.field", err)
 	}
-	if want := `rest backend "jobs": tool "broken": status.field: required`; err.Error() != want {
+	if want := `tool "broken": status.field: required`; err.Error() != want {
 		t.Errorf("New error = %q, want %q", err, want)
 	}
 }

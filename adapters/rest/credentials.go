@@ -5,11 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
 	"github.com/jobbridge/jobbridge/internal/fielderr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // OAuth2Config is a backend's `oauth2:` block: the adapter obtains an access
@@ -159,35 +157,15 @@ func prefixFields(prefix string, err error) error {
 }
 
 // credentials resolves the secrets of one backend: ${NAME} and
-// ${file:/path} references in header values and in the oauth2 block, and
-// the OAuth 2.0 access token. Every value it returns is registered with the
-// redactor. It is safe for concurrent use.
+// ${file:/path} references in header values and in the oauth2 block
+// (through a [secrets.Source], which re-reads a rotated file and registers
+// every value with the redactor), and the OAuth 2.0 access token. It is
+// safe for concurrent use.
 type credentials struct {
-	getenv func(string) (string, bool)
-	red    *redactor
-
-	mu    sync.Mutex
-	env   map[string]envValue
-	files map[string]*fileSecret
+	src *secrets.Source
+	red *secrets.Redactor
 
 	oauth *oauthSource // nil without an oauth2 block
-}
-
-type envValue struct {
-	v  string
-	ok bool
-}
-
-// maxSecretFile bounds a secret file's size.
-const maxSecretFile = 64 << 10
-
-// fileSecret is the cached content of one secret file.
-type fileSecret struct {
-	mu    sync.Mutex
-	value string
-	mod   time.Time
-	size  int64
-	valid bool
 }
 
 // newCredentials returns the credentials of a backend. client is the
@@ -196,11 +174,9 @@ type fileSecret struct {
 // [OAuth2Config.Validate]. It resolves the oauth2 block's references at
 // once, so that an unset variable or unreadable file is reported at start;
 // its errors are [adapters.FieldError]s with paths under "oauth2.".
-func newCredentials(getenv func(string) (string, bool), red *redactor, oauth *OAuth2Config, client *http.Client) (*credentials, error) {
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	c := &credentials{getenv: getenv, red: red, env: map[string]envValue{}, files: map[string]*fileSecret{}}
+func newCredentials(src *secrets.Source, oauth *OAuth2Config, client *http.Client) (*credentials, error) {
+	red := src.Redactor()
+	c := &credentials{src: src, red: red}
 	if oauth == nil {
 		return c, nil
 	}
@@ -249,112 +225,18 @@ func newCredentials(getenv func(string) (string, bool), red *redactor, oauth *OA
 		return nil, err
 	}
 	if s, _ := c.render(o.secret); s != "" {
-		red.addFrom("oauth2:client_secret", s) // also a literal one
+		red.AddFrom("oauth2:client_secret", s) // also a literal one
 	}
 	c.oauth = o
 	return c, nil
 }
 
-// secret returns the current value of a secret reference: an environment
-// variable (read once, on first use, which is at start) or a file (read
-// again whenever its modification time or size changes, and after
-// [credentials.refresh]). Its errors name the variable or the file and the
-// problem, never a value.
+// secret returns the current value of a secret reference (see
+// [secrets.Source]): an environment variable, read once, or a file, read
+// again whenever it changes and after [credentials.refresh]. Its errors
+// name the variable or the file and the problem, never a value.
 func (c *credentials) secret(ref expr.SecretRef) (string, error) {
-	if ref.File != "" {
-		return c.file(ref.File)
-	}
-	return c.envSecret(ref.Env)
-}
-
-func (c *credentials) envSecret(name string) (string, error) {
-	c.mu.Lock()
-	e, seen := c.env[name]
-	if !seen {
-		e.v, e.ok = c.getenv(name)
-		c.env[name] = e
-	}
-	c.mu.Unlock()
-	switch {
-	case !e.ok:
-		return "", fmt.Errorf("environment variable %s is not set", name)
-	case strings.ContainsAny(e.v, "\r\n\x00"):
-		return "", fmt.Errorf("environment variable %s contains a line break or NUL", name)
-	}
-	c.red.add(e.v)
-	return e.v, nil
-}
-
-func (c *credentials) file(path string) (string, error) {
-	c.mu.Lock()
-	f := c.files[path]
-	if f == nil {
-		f = &fileSecret{}
-		c.files[path] = f
-	}
-	c.mu.Unlock()
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fileErr(path, err)
-	}
-	if f.valid && fi.ModTime().Equal(f.mod) && fi.Size() == f.size {
-		return f.value, nil
-	}
-	v, mod, size, err := readSecretFile(path)
-	if err != nil {
-		f.valid = false
-		return "", err
-	}
-	c.red.addFrom("file:"+path, v)
-	f.value, f.mod, f.size, f.valid = v, mod, size, true
-	return v, nil
-}
-
-// readSecretFile reads a secret file whole: one line, its trailing newline
-// trimmed.
-func readSecretFile(path string) (v string, mod time.Time, size int64, err error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return "", time.Time{}, 0, fileErr(path, err)
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return "", time.Time{}, 0, fileErr(path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", time.Time{}, 0, fmt.Errorf("secret file %s is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, maxSecretFile+1))
-	if err != nil {
-		return "", time.Time{}, 0, fileErr(path, err)
-	}
-	if len(b) > maxSecretFile {
-		return "", time.Time{}, 0, fmt.Errorf("secret file %s is larger than %d KiB", path, maxSecretFile>>10)
-	}
-	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	switch {
-	case s == "":
-		return "", time.Time{}, 0, fmt.Errorf("secret file %s is empty", path)
-	case strings.ContainsAny(s, "\r\n\x00"):
-		return "", time.Time{}, 0, fmt.Errorf("secret file %s contains a line break or NUL inside its value", path)
-	}
-	return s, fi.ModTime(), fi.Size(), nil
-}
-
-// fileErr describes an error opening or reading a secret file by its path
-// and the system's reason ("no such file or directory", "permission
-// denied"), wrapping the reason so that errors.Is(err, fs.ErrNotExist)
-// works.
-func fileErr(path string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return fmt.Errorf("secret file %s: %w", path, err)
+	return c.src.Value(ref)
 }
 
 // render renders a template of literal text and secret references (a
@@ -408,13 +290,7 @@ func (c *credentials) refreshRejected(rejected string) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	for _, f := range c.files {
-		f.mu.Lock()
-		f.valid = false
-		f.mu.Unlock()
-	}
-	c.mu.Unlock()
+	c.src.Refresh()
 	if c.oauth != nil {
 		c.oauth.drop(rejected)
 	}
@@ -426,9 +302,7 @@ func (c *credentials) refreshable() bool {
 	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.oauth != nil || len(c.files) > 0
+	return c.oauth != nil || c.src.UsesFiles()
 }
 
 // tokenExpiryMargin is how long before its expiry a token is renewed, so
@@ -506,10 +380,10 @@ func (o *oauthSource) token(ctx context.Context) (*oauth2.Token, error) {
 		return nil, fmt.Errorf("oauth2 client_secret: %w", err)
 	}
 	red := o.creds.red
-	red.addFrom("oauth2:client_secret", secret)
+	red.AddFrom("oauth2:client_secret", secret)
 	// The forms in which the secret travels, should an endpoint echo them.
-	red.addFrom("oauth2:client_secret:form", url.QueryEscape(secret))
-	red.addFrom("oauth2:basic", base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id)+":"+url.QueryEscape(secret))))
+	red.AddFrom("oauth2:client_secret:form", url.QueryEscape(secret))
+	red.AddFrom("oauth2:basic", base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id)+":"+url.QueryEscape(secret))))
 	o.cfg.ClientID, o.cfg.ClientSecret = id, secret
 
 	// The token request goes through the adapter's client (egress checks, no
@@ -524,9 +398,9 @@ func (o *oauthSource) token(ctx context.Context) (*oauth2.Token, error) {
 	if strings.ContainsFunc(tok.AccessToken, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return nil, fmt.Errorf("fetching an OAuth 2.0 token from %s: the access token contains control characters and cannot be sent in a header", o.tokenURL)
 	}
-	red.addFrom("oauth2:access_token", tok.AccessToken)
+	red.AddFrom("oauth2:access_token", tok.AccessToken)
 	if tok.RefreshToken != "" {
-		red.addFrom("oauth2:refresh_token", tok.RefreshToken)
+		red.AddFrom("oauth2:refresh_token", tok.RefreshToken)
 	}
 	o.mu.Lock()
 	o.tok, o.expiry = tok, time.Time{}
@@ -555,13 +429,13 @@ func (o *oauthSource) describe(err error) error {
 		if text == "" {
 			text = apiText(re.Body)
 		}
-		if t := red.clean(text, maxAPIText); t != "" {
+		if t := red.Clean(text, maxAPIText); t != "" {
 			s += ": " + t
 		}
 		return fmt.Errorf("fetching an OAuth 2.0 token from %s: %s", o.tokenURL, s)
 	}
-	if msg := err.Error(); red.redact(msg) != msg {
-		return fmt.Errorf("fetching an OAuth 2.0 token from %s: %s", o.tokenURL, red.clean(msg, maxAPIText))
+	if msg := err.Error(); red.Redact(msg) != msg {
+		return fmt.Errorf("fetching an OAuth 2.0 token from %s: %s", o.tokenURL, red.Clean(msg, maxAPIText))
 	}
 	return fmt.Errorf("fetching an OAuth 2.0 token from %s: %w", o.tokenURL, err)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // Secret values the tests look for in every error and message.
@@ -294,8 +294,8 @@ func TestSecond401IsReported(t *testing.T) {
 
 	api.revokeAll()
 	o := pollOnce(t, a, ref)
-	if o.Err == nil || !strings.Contains(o.Err.Error(), "HTTP 401") {
-		t.Fatalf("poll with a revoked token: %+v, want an error saying HTTP 401", o)
+	if o.Err == nil || !strings.Contains(o.Err.Error(), "answered 401") {
+		t.Fatalf("poll with a revoked token: %+v, want an error saying answered 401", o)
 	}
 	assertNoSecrets(t, "the error", o.Err.Error(), "f1le-t0ken-AAAA")
 	if seen, _, _ := api.requests(); len(seen) != 3 {
@@ -309,8 +309,8 @@ func TestStaticSecretIsNotRetriedAfter401(t *testing.T) {
 	api := newCredAPI(t)
 	a := newCredAdapter(t, api, api.backend(map[string]string{"Authorization": "Bearer ${JOBS_TOKEN}"}))
 	_, err := a.Start(t.Context(), adapters.StartRequest{Tool: "job", CorrelationID: "jb-1"})
-	if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
-		t.Fatalf("Start: %v, want a refusal saying HTTP 401", err)
+	if err == nil || !strings.Contains(err.Error(), "answered 401") {
+		t.Fatalf("Start: %v, want a refusal saying answered 401", err)
 	}
 	assertNoSecrets(t, "the error", err.Error())
 	if seen, _, _ := api.requests(); len(seen) != 1 {
@@ -437,7 +437,7 @@ func TestNoSecretInErrorsOrMessages(t *testing.T) {
 			t.Fatal("Start succeeded without a token")
 		}
 		assertNoSecrets(t, "the error", err.Error())
-		for _, want := range []string{"request not sent", "/token", "HTTP 401", "invalid_client"} {
+		for _, want := range []string{"POST /api/jobs was not sent", "/token", "HTTP 401", "invalid_client"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
@@ -481,99 +481,12 @@ func TestNoSecretInErrorsOrMessages(t *testing.T) {
 	})
 }
 
-func TestCredentialsSecret(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "token")
-	red := &redactor{}
-	c, err := newCredentials(credEnv, red, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads := 0
-	c.getenv = func(name string) (string, bool) { reads++; return credEnv(name) }
-
-	for range 2 {
-		if v, err := c.secret(expr.SecretRef{Env: "JOBS_TOKEN"}); err != nil || v != envToken {
-			t.Fatalf("env secret: %q, %v", v, err)
-		}
-	}
-	c.refresh()
-	if _, err := c.secret(expr.SecretRef{Env: "JOBS_TOKEN"}); err != nil || reads != 1 {
-		t.Errorf("the environment was read %d times (%v), want once", reads, err)
-	}
-
-	t0 := time.Now().Add(-time.Hour)
-	for i, tc := range []struct{ content, want string }{
-		{"first-value\n", "first-value"},
-		{"second-value-longer\r\n", "second-value-longer"},
-		{"no-newline", "no-newline"},
-	} {
-		writeSecret(t, path, tc.content, t0.Add(time.Duration(i)*time.Second))
-		if v, err := c.secret(expr.SecretRef{File: path}); err != nil || v != tc.want {
-			t.Errorf("file secret %q: %q, %v; want %q", tc.content, v, err, tc.want)
-		}
-	}
-	if got := red.redact("x no-newline second-value-longer first-value"); strings.Contains(got, "value") || strings.Contains(got, "newline") {
-		t.Errorf("file contents not redacted: %q", got)
-	}
-
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.secret(expr.SecretRef{File: path})
-	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) {
-		t.Errorf("missing file: %v, want an error naming %s that wraps fs.ErrNotExist", err, path)
-	}
-	for _, bad := range []string{"", "\n", "a-secret\x00b-secret", "one-secret\ntwo-secret"} {
-		writeSecret(t, path, bad, time.Now())
-		v, err := c.secret(expr.SecretRef{File: path})
-		if err == nil {
-			t.Errorf("file %q: accepted as %q", bad, v)
-			continue
-		}
-		assertNoSecrets(t, "the error", err.Error(), "a-secret", "b-secret", "one-secret", "two-secret")
-	}
-	if _, err := c.secret(expr.SecretRef{File: dir}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("a directory: %v", err)
-	}
-}
-
-func TestRedactorIsBoundedAndConcurrent(t *testing.T) {
-	red := &redactor{}
-	red.add("fixed-secret-1")
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 100 {
-				red.addFrom(fmt.Sprintf("source-%d", g), fmt.Sprintf("token-%d-%03d", g, i))
-				_ = red.redact("token-0-001 fixed-secret-1")
-			}
-		})
-	}
-	wg.Wait()
-	if n := len(*red.secrets.Load()); n != 1+4*keepPerSource {
-		t.Errorf("the redactor holds %d values, want %d", n, 1+4*keepPerSource)
-	}
-	got := red.redact("fixed-secret-1 token-0-099 token-0-096 token-0-095")
-	if want := "[redacted] [redacted] [redacted] token-0-095"; got != want {
-		t.Errorf("redact = %q, want %q (the newest values of each source, and fixed ones)", got, want)
-	}
-	red.addFrom("s", "abc") // too short to redact
-	red.addFrom("s", "secret-long-value")
-	red.addFrom("s2", "secret-long")
-	if got := red.redact("x secret-long-value y"); got != "x [redacted] y" {
-		t.Errorf("a secret containing another: %q", got)
-	}
-	if got := red.redact("abc"); got != "abc" {
-		t.Errorf("a short value was redacted: %q", got)
-	}
-}
-
 func TestCredentialsOAuthDirect(t *testing.T) {
 	api := newCredAPI(t)
 	api.expiresIn = 60
-	red := &redactor{}
-	c, err := newCredentials(credEnv, red, api.oauth(), api.srv.Client())
+	src := secrets.NewSource(&secrets.Options{Getenv: credEnv})
+	red := src.Redactor()
+	c, err := newCredentials(src, api.oauth(), api.srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,7 +519,7 @@ func TestCredentialsOAuthDirect(t *testing.T) {
 	if got := authorize(); got != "Bearer acc3ss-t0ken-3" {
 		t.Errorf("after refresh, Authorization = %q, want a new token", got)
 	}
-	if got := red.redact("acc3ss-t0ken-1 acc3ss-t0ken-3 " + clientSecret); strings.Contains(got, "t0ken") || strings.Contains(got, clientSecret) {
+	if got := red.Redact("acc3ss-t0ken-1 acc3ss-t0ken-3 " + clientSecret); strings.Contains(got, "t0ken") || strings.Contains(got, clientSecret) {
 		t.Errorf("tokens or the client secret not redacted: %q", got)
 	}
 

@@ -346,14 +346,14 @@ func (cb *callbacks) key(a *Adapter) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.redactor.addFrom("events:secret", s) // also a literal one
+	a.redactor.AddFrom("events:secret", s) // also a literal one
 	if s == "" {
 		return nil, errors.New("is empty")
 	}
 	if cb.cfg.Signature.Scheme != schemeStandardWebhooks {
 		return []byte(s), nil
 	}
-	a.redactor.addFrom("events:secret:base64", strings.TrimPrefix(s, whsecPrefix))
+	a.redactor.AddFrom("events:secret:base64", strings.TrimPrefix(s, whsecPrefix))
 	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, whsecPrefix))
 	if err != nil || len(k) == 0 {
 		return nil, errors.New("is not a Standard Webhooks secret: write it as the job API shows it, whsec_ followed by base64")
@@ -418,7 +418,7 @@ func (a *Adapter) ReadEvents(ctx context.Context, d adapters.Delivery) ([]adapte
 		ok, err := w.Eval(ctx, vars)
 		switch {
 		case err != nil && !expr.MissingField(err):
-			return nil, fmt.Errorf("reading a callback: events.when failed: %s", a.redactor.redact(err.Error()))
+			return nil, fmt.Errorf("reading a callback: events.when failed: %s", a.redactor.Redact(err.Error()))
 		case err != nil || ok != true:
 			return nil, nil // not a job event
 		}
@@ -439,19 +439,19 @@ func (a *Adapter) ReadEvents(ctx context.Context, d adapters.Delivery) ([]adapte
 		if s, kind := scalarText(raw); kind == "" {
 			if _, known := t.states[s]; !known {
 				a.log.Warn("callback with a status the states table does not list; ignoring it (the next poll reads it)",
-					"job", a.redactor.clean(jobID, maxShownID), "status", a.redactor.clean(s, 100))
+					"job", a.redactor.Clean(jobID, maxShownID), "status", a.redactor.Clean(s, 100))
 				return nil, nil
 			}
 		}
 	}
 	o := a.observe(ctx, t, adapters.JobRef{ID: jobID}, v, &http.Response{Header: http.Header{}}, d.Body, ans)
 	if o.Err != nil {
-		return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.clean(jobID, maxShownID), errors.Unwrap(o.Err))
+		return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.Clean(jobID, maxShownID), o.Err)
 	}
 	at := o.FinishedAt
 	if !cb.reads.at.IsZero() {
 		if at, err = cb.at(ctx, a, ans); err != nil {
-			return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.clean(jobID, maxShownID), err)
+			return nil, fmt.Errorf("reading the callback about job %s: %w", a.redactor.Clean(jobID, maxShownID), err)
 		}
 	}
 	return []adapters.Event{{
@@ -468,7 +468,7 @@ func (cb *callbacks) jobID(ctx context.Context, a *Adapter, ans expr.Answer) (st
 	val, ok, err := f.Read(ctx, ans)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("reading the job ID (events.job_id %s) failed: %s", f, a.redactor.redact(err.Error()))
+		return "", fmt.Errorf("reading the job ID (events.job_id %s) failed: %s", f, a.redactor.Redact(err.Error()))
 	case !ok && f.IsNull(ans):
 		return "", fmt.Errorf("the job ID at %q (events.job_id) is null; body: %s", f, a.excerpt(ans.Raw))
 	case !ok && f.Program() != nil:
@@ -491,7 +491,7 @@ func (cb *callbacks) at(ctx context.Context, a *Adapter, ans expr.Answer) (time.
 	f := cb.reads.at
 	val, ok, err := f.Read(ctx, ans)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("reading events.at %s failed: %s", f, a.redactor.redact(err.Error()))
+		return time.Time{}, fmt.Errorf("reading events.at %s failed: %s", f, a.redactor.Redact(err.Error()))
 	}
 	if !ok {
 		return time.Time{}, nil
@@ -505,7 +505,7 @@ func (cb *callbacks) at(ctx context.Context, a *Adapter, ans expr.Answer) (time.
 	s, _ := expr.Text(val)
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("events.at %s is %q, not an RFC 3339 time or Unix seconds", f, a.redactor.clean(s, 100))
+		return time.Time{}, fmt.Errorf("events.at %s is %q, not an RFC 3339 time or Unix seconds", f, a.redactor.Clean(s, 100))
 	}
 	return t, nil
 }

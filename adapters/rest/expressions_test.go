@@ -122,7 +122,7 @@ func TestOutcomes(t *testing.T) {
 		if errors.Is(err, adapters.ErrOutcomeUnknown) {
 			t.Fatalf("error %v wraps ErrOutcomeUnknown, want a refusal", err)
 		}
-		wantText(t, err, "backend refused it", "HTTP 500", "Job violates accounting/QOS policy")
+		wantText(t, err, "answered 500", "Job violates accounting/QOS policy")
 	})
 	t.Run("a 500 no rule matches stays an unknown outcome", func(t *testing.T) {
 		job := testJob()
@@ -396,6 +396,26 @@ func TestScriptWarnings(t *testing.T) {
 	}
 }
 
+// TestStatesWarning: a states table that maps nothing to succeeded is
+// warned about at status.states (no job could end successfully); one that
+// does is not.
+func TestStatesWarning(t *testing.T) {
+	job := testJob()
+	job.Status.States = map[string]string{"queued": "working", "running": "working", "finished": "tool_error", "failed": "tool_error"}
+	err := job.Warnings()
+	var fe *adapters.FieldError
+	if !errors.As(err, &fe) || fe.Path != "status.states" || !strings.Contains(fe.Err.Error(), "no status value maps to succeeded") {
+		t.Errorf("Warnings() = %v, want one at status.states saying that nothing maps to succeeded", err)
+	}
+	if err := job.Validate(); err != nil {
+		t.Errorf("a warning is not an error: Validate() = %v", err)
+	}
+	if good := testJob(); good.Warnings() != nil {
+		err := good.Warnings()
+		t.Errorf("Warnings() of a job whose states map a success = %v, want none", err)
+	}
+}
+
 func TestTraceShowsRequestsAnswersAndRules(t *testing.T) {
 	var mu sync.Mutex
 	var events []Event
@@ -443,7 +463,7 @@ func TestRespondAndFindOutcomes(t *testing.T) {
 		f := newFixture(t, testBackend(), job)
 		f.on("POST", "/jobs/job-1/answers", jsonResponder(200, `{"accepted":false,"reason":"the approval window has closed"}`))
 		err := f.a.Respond(t.Context(), testRef("job-1"), map[string]adapters.Answer{"q": {Action: "accept"}})
-		wantText(t, err, "the backend refused the answer", "the approval window has closed")
+		wantText(t, err, "POST /api/v1/jobs/job-1/answers answered 200", "the approval window has closed")
 	})
 	t.Run("find: an error answer that means no such job", func(t *testing.T) {
 		job := testJob()

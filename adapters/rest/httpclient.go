@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,20 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/tidwall/gjson"
@@ -121,20 +114,10 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
 	resp, err := rt.base.RoundTrip(req.WithContext(ctx))
-	if err == nil || !(isDialError(err) || rt.traced && !gotConn.Load()) {
+	if err == nil || !(adapters.NotSent(err) || rt.traced && !gotConn.Load()) {
 		rec.maybeSent.Store(true)
 	}
 	return resp, err
-}
-
-// isDialError reports an error that happened before a connection existed.
-func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // retryable reports whether an attempt of a safe request may be repeated:
@@ -199,7 +182,7 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 	sign := signer(req.Context())
 	if sign != nil {
 		if err := sign(req); err != nil {
-			return nil, fmt.Errorf("credentials: %w", err)
+			return nil, &credentialsError{fmt.Errorf("the request's credentials: %w", err)}
 		}
 	}
 	rreq, err := retryablehttp.FromRequest(req)
@@ -207,6 +190,9 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	resp, err := a.send(rreq, retries, giveUp)
+	if resp != nil && resp.Request == nil {
+		resp.Request = req // a test's RoundTripper may leave it out
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || sign == nil ||
 		!a.creds.refreshable() || req.Context().Err() != nil {
 		return resp, err
@@ -215,9 +201,13 @@ func (a *Adapter) do(req *http.Request, retries int, giveUp *atomic.Bool) (*http
 	resp.Body.Close()
 	a.creds.refreshRejected(req.Header.Get("Authorization"))
 	if err := sign(req); err != nil {
-		return nil, fmt.Errorf("credentials, after the backend answered HTTP 401: %w", err)
+		return nil, &credentialsError{fmt.Errorf("the request's credentials, after the backend answered 401: %w", err)}
 	}
-	return a.send(rreq, retries, giveUp)
+	resp, err = a.send(rreq, retries, giveUp)
+	if resp != nil && resp.Request == nil {
+		resp.Request = req
+	}
+	return resp, err
 }
 
 // send sends rreq as [Adapter.do] describes, without the credentials
@@ -309,10 +299,11 @@ func isThrottle(resp *http.Response) bool {
 }
 
 // throttle describes a throttling answer as an [adapters.ThrottledError]
-// carrying the Retry-After pause (zero when the backend did not say).
-func (a *Adapter) throttle(resp *http.Response, body []byte) error {
+// carrying the Retry-After pause (zero when the backend did not say) and
+// the answer's problem, with words (the rule's message or the backend's).
+func (a *Adapter) throttle(resp *http.Response, words string) error {
 	d, _ := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	return &adapters.ThrottledError{RetryAfter: d, Err: errors.New(a.statusText(resp, body))}
+	return &adapters.ThrottledError{RetryAfter: d, Err: a.answered(adapters.ProblemThrottled, nil, resp, words)}
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
@@ -335,11 +326,13 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // sendSafe sends a safe call (a GET), retried as [Adapter.do] allows, and
-// reads the answer.
+// reads the answer. A request that got no answer, or whose answer could not
+// be read, is an [adapters.CallError] of class unreachable; a request that
+// could not be built is a plain error.
 func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int, giveUp *atomic.Bool) (*http.Response, []byte, error) {
 	req, err := a.newRequest(ctx, c, v)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("the %s call cannot be made: %w", c.name, err)
 	}
 	if ruled := a.ruled(c, v); ruled != nil {
 		req = req.WithContext(context.WithValue(req.Context(), ruledKey{}, ruled))
@@ -348,12 +341,15 @@ func (a *Adapter) sendSafe(ctx context.Context, c *call, v *values, retries int,
 	resp, err := a.do(req, retries, giveUp)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
-		return nil, nil, err
+		a.traceText(c, "answer", "no answer: "+a.redactor.Redact(err.Error()))
+		return nil, nil, a.unanswered(req, nil, err)
 	}
 	body, err := readBody(resp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading answer: %w", err)
+		ce := a.unanswered(req, nil, err)
+		ce.Status = resp.StatusCode
+		ce.Message = "reading the answer failed: " + ce.Message
+		return nil, nil, ce
 	}
 	a.traceAnswer(c, resp, body)
 	return resp, body, nil
@@ -377,25 +373,6 @@ func readBody(resp *http.Response) ([]byte, error) {
 		return nil, fmt.Errorf("answer is larger than %d bytes", maxBody)
 	}
 	return b, nil
-}
-
-// statusText describes an unwelcome answer: its status and the backend's
-// error text, shortened, stripped of control characters and redacted.
-func (a *Adapter) statusText(resp *http.Response, body []byte) string {
-	s := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if t := a.redactor.clean(apiText(body), maxAPIText); t != "" {
-		s += ": " + t
-	}
-	return s
-}
-
-// excerpt is a short, redacted, printable extract of an answer for an
-// error message.
-func (a *Adapter) excerpt(body []byte) string {
-	if s := a.redactor.clean(string(body), maxExcerpt); s != "" {
-		return s
-	}
-	return "(empty)"
 }
 
 // reasonError is an error of a kind (one of the adapters sentinels) whose
@@ -425,116 +402,6 @@ func apiText(body []byte) string {
 		}
 	}
 	return string(body)
-}
-
-// redactor removes secret values from backend text before it goes into an
-// error, a log or an observation: the values of ${NAME} references, the
-// contents of secret files, the OAuth client secret and access tokens. It
-// is safe for concurrent use: values are added while requests run (a file
-// rotated, a token renewed). It stays bounded: of each source of changing
-// values (a file, the access token) it keeps only the newest few, so that an
-// old token is still redacted for a while, and a token renewed every hour
-// does not grow it forever.
-type redactor struct {
-	mu      sync.Mutex
-	fixed   []string            // values that do not change (environment variables)
-	sources map[string][]string // per source, oldest first, at most keepPerSource
-
-	// secrets is what redact replaces, longest first: a snapshot rebuilt on
-	// every change, so that redact takes no lock.
-	secrets atomic.Pointer[[]string]
-}
-
-// minSecret is the shortest value redacted; shorter ones would mangle text
-// without protecting anything.
-const minSecret = 4
-
-// keepPerSource is how many values of one changing source stay redacted.
-const keepPerSource = 4
-
-// add registers a value that does not change, such as an environment
-// variable's.
-func (r *redactor) add(s string) { r.addFrom("", s) }
-
-// addFrom registers the current value s of the changing source named source
-// (such as "file:/path"); the oldest of the source's values beyond
-// keepPerSource is forgotten. An empty source is add.
-func (r *redactor) addFrom(source, s string) {
-	if len(s) < minSecret {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if source == "" {
-		if slices.Contains(r.fixed, s) {
-			return
-		}
-		r.fixed = append(r.fixed, s)
-	} else {
-		vals := r.sources[source]
-		if n := len(vals); n > 0 && vals[n-1] == s {
-			return
-		}
-		vals = slices.DeleteFunc(vals, func(v string) bool { return v == s })
-		vals = append(vals, s)
-		if len(vals) > keepPerSource {
-			vals = slices.Delete(vals, 0, len(vals)-keepPerSource)
-		}
-		if r.sources == nil {
-			r.sources = map[string][]string{}
-		}
-		r.sources[source] = vals
-	}
-	all := slices.Clone(r.fixed)
-	for _, vals := range r.sources {
-		all = append(all, vals...)
-	}
-	// Longest first, so that a secret containing another is removed whole.
-	slices.SortFunc(all, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
-	all = slices.Compact(all)
-	r.secrets.Store(&all)
-}
-
-// watch wraps getenv so that every value it returns is redacted.
-func (r *redactor) watch(getenv func(string) (string, bool)) func(string) (string, bool) {
-	return func(name string) (string, bool) {
-		v, ok := getenv(name)
-		if ok {
-			r.add(v)
-		}
-		return v, ok
-	}
-}
-
-func (r *redactor) redact(s string) string {
-	secrets := r.secrets.Load()
-	if secrets == nil {
-		return s
-	}
-	for _, secret := range *secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
-}
-
-// clean redacts s, replaces control characters with spaces and shortens it
-// to at most n bytes.
-func (r *redactor) clean(s string, n int) string {
-	s = strings.Map(func(c rune) rune {
-		if unicode.IsControl(c) || c == utf8.RuneError {
-			return ' '
-		}
-		return c
-	}, s)
-	s = strings.Join(strings.Fields(r.redact(s)), " ")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
 }
 
 func sameOrigin(u, base *url.URL) bool {

@@ -46,8 +46,8 @@ func TestRetriesEndWithTheLastAnswer(t *testing.T) {
 		wantText  []string
 		wantErr   error // nil: no particular cause
 	}{
-		{name: "500", responder: jsonResponder(500, `{"message":"db down"}`), wantText: []string{"HTTP 500", "db down"}},
-		{name: "502 then 504", responder: jsonResponder(502, ``).Then(jsonResponder(504, `{"error":"gateway timeout"}`)), wantText: []string{"HTTP 504", "gateway timeout"}},
+		{name: "500", responder: jsonResponder(500, `{"message":"db down"}`), wantText: []string{"answered 500", "db down"}},
+		{name: "502 then 504", responder: jsonResponder(502, ``).Then(jsonResponder(504, `{"error":"gateway timeout"}`)), wantText: []string{"answered 504", "gateway timeout"}},
 		{name: "connection reset", responder: httpmock.NewErrorResponder(reset), wantErr: syscall.ECONNRESET},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/jobbridge/jobbridge/adapters/expr"
 )
@@ -18,26 +17,28 @@ import (
 const isDeclined = "declined"
 
 // classify says what an answer to call c means: the meaning of the first
-// outcome rule that matches it, or else the call's default. text describes
-// the answer for people: "HTTP 500: " and the rule's message, or the
-// backend's own message field, redacted and shortened.
-func (a *Adapter) classify(ctx context.Context, c *call, resp *http.Response, body []byte, ans expr.Answer) (is, text string) {
+// outcome rule that matches it, or else the call's default. words are the
+// backend's words for people: the matching rule's message when it has one,
+// else the answer's own (see [Adapter.words]).
+func (a *Adapter) classify(ctx context.Context, c *call, resp *http.Response, body []byte, ans expr.Answer) (is, words string) {
 	code := resp.StatusCode
 	if i, ok := a.matchRule(ctx, c, code, ans); ok {
 		o := c.outcomes[i]
-		text = a.statusText(resp, body)
+		words = a.words(resp, body)
 		if !o.message.IsZero() {
 			if m, present, err := o.message.Read(ctx, ans); err == nil && present {
 				s, _ := expr.Text(m)
-				text = "HTTP " + strconv.Itoa(code) + ": " + a.redactor.clean(s, maxAPIText)
+				if s = a.redactor.Clean(s, maxAPIText); s != "" {
+					words = s
+				}
 			}
 		}
 		a.traceText(c, "rule", fmt.Sprintf("%s.outcomes[%d] matches HTTP %d → %s", c.name, i, code, o.is))
-		return o.is, text
+		return o.is, words
 	}
 	is = defaultOutcome(c.name, resp)
 	a.traceText(c, "rule", fmt.Sprintf("HTTP %d → %s (default)", code, is))
-	return is, a.statusText(resp, body)
+	return is, a.words(resp, body)
 }
 
 // matchRule returns the index of the first outcome rule of c that matches
@@ -53,7 +54,7 @@ func (a *Adapter) matchRule(ctx context.Context, c *call, code int, ans expr.Ans
 				// A condition reading a field the answer lacks is false; any
 				// other failure is the catalog's, and is logged.
 				if !expr.MissingField(err) {
-					a.log.Warn("outcome rule failed; skipping it", "call", c.name, "rule", i, "error", a.redactor.redact(err.Error()))
+					a.log.Warn("outcome rule failed; skipping it", "call", c.name, "rule", i, "error", a.redactor.Redact(err.Error()))
 				}
 				continue
 			}

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -17,13 +16,13 @@ import (
 func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, v *values, retries int, giveUp *atomic.Bool) (adapters.Observation, error) {
 	q := t.queue
 	fail := func(err error) (adapters.Observation, error) {
-		return adapters.Observation{Err: fmt.Errorf("polling queued job %s: %w", ref.ID, err)}, nil
+		return adapters.Observation{Err: err}, nil
 	}
 	if v.queuedAt != nil && a.now().Sub(*v.queuedAt) > q.timeout {
 		msg := fmt.Sprintf("the job was still queued at the backend %s after its submission (job_id.queue.timeout), so it never started (queue item %s)", q.timeout, ref.ID)
 		if q.cancel != nil {
 			if err := a.Cancel(ctx, ref); err != nil {
-				msg += "; removing it from the queue failed: " + a.redactor.clean(err.Error(), maxAPIText)
+				msg += "; removing it from the queue failed: " + a.redactor.Clean(err.Error(), maxAPIText)
 			} else {
 				msg += "; it was removed from the queue"
 			}
@@ -36,22 +35,23 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 		return fail(err)
 	}
 	ans := answerOf(v, resp.StatusCode, resp.Header, body)
-	switch is, text := a.classify(ctx, q.call, resp, body, ans); is {
+	switch is, words := a.classify(ctx, q.call, resp, body, ans); is {
 	case isRetryLater:
-		return adapters.Observation{}, fmt.Errorf("polling queued job %s: %w", ref.ID, a.throttle(resp, body))
+		return adapters.Observation{}, a.throttle(resp, words)
 	case isNotFound:
-		return fail(fmt.Errorf("the queue item is gone: %s: %w", text, adapters.ErrJobNotFound))
+		return fail(a.answered(adapters.ProblemNotFound, adapters.ErrJobNotFound, resp, joinWords(words, "the queue item is gone")))
 	case isRefused:
-		msg := "the backend did not start the job: " + text
+		msg := "the backend did not start the job: " + a.answered(statusClass(resp.StatusCode), nil, resp, words).Error()
 		return adapters.Observation{State: adapters.StateFailed, Message: msg,
 			Error: &adapters.JobError{Code: defaultErrorCode, Message: msg}}, nil
 	case isSuccess:
 	default:
-		return fail(errors.New(text))
+		return fail(a.answered(statusClass(resp.StatusCode), nil, resp, words))
 	}
 	val, present, err := q.field.Read(ctx, ans)
 	if err != nil {
-		return fail(reasonf(adapters.ErrUnreadableStatus, "reading job_id.queue.field %s failed: %v (HTTP %d; answer: %s)", q.field, err, resp.StatusCode, a.excerpt(body)))
+		return fail(a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
+			fmt.Sprintf("reading job_id.queue.field %s failed: %v (answer: %s)", q.field, a.redactor.Redact(err.Error()), a.excerpt(body))))
 	}
 	if !present {
 		msg := "queued at the backend"
@@ -61,16 +61,17 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 			}
 		}
 		a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s is absent → still queued", q.field))
-		return adapters.Observation{State: adapters.StateWorking, Message: a.redactor.clean(msg, maxMessage)}, nil
+		return adapters.Observation{State: adapters.StateWorking, Message: a.redactor.Clean(msg, maxMessage)}, nil
 	}
 	id, kind := scalarText(val)
 	if kind == "" && id == "" {
 		kind = "empty"
 	}
 	if kind != "" {
-		return fail(reasonf(adapters.ErrUnreadableStatus, "the job ID at job_id.queue.field %s is %s, not a string or number (HTTP %d; answer: %s)", q.field, kind, resp.StatusCode, a.excerpt(body)))
+		return fail(a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
+			fmt.Sprintf("the job ID at job_id.queue.field %s is %s, not a string or number (answer: %s)", q.field, kind, a.excerpt(body))))
 	}
-	a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s → job ID %q", q.field, a.redactor.redact(id)))
+	a.traceText(q.call, "rule", fmt.Sprintf("job_id.queue.field %s → job ID %q", q.field, a.redactor.Redact(id)))
 	if err := a.checkJobID(id); err != nil {
 		return fail(reasonf(adapters.ErrUnreadableStatus, "the queue names a job that cannot be addressed: %v", err))
 	}

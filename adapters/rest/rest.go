@@ -29,7 +29,20 @@
 // throttling (see below). A start refused with another 4xx (except 408) is
 // an error whose text carries the backend's own message: a JSON "message",
 // "error", "detail" (or similar) field when there is one, else the answer's
-// text, redacted and cut to 500 bytes.
+// text, redacted and cut to 500 bytes (an HTML page is summarized by its
+// title).
+//
+// # Problems
+//
+// Every call that is answered otherwise than asked, or not answered, is
+// reported as an [adapters.CallError]: its class (throttled, unreachable,
+// refused for a 401 or 403, unreadable, not_found, unmapped_state, error),
+// the request's method and path (never its query or host), the HTTP status
+// and the backend's words (the matching outcome rule's message, else the
+// answer's own message), in one sentence such as
+// "GET /jobs/104 answered 500: an expired or rejected token". It wraps the
+// sentinel that applies ([adapters.ErrJobNotFound],
+// [adapters.ErrOutcomeUnknown], ...).
 //
 // A start answered 2xx created a job. When the answer does not say how to
 // address it (job_id.field is missing, empty, or not a string or number;
@@ -57,7 +70,9 @@
 // wrapping [adapters.ErrUnreadableStatus] that says what is wrong (the field
 // is missing, or is an object, an array, a boolean or null), with the HTTP
 // status and an excerpt of the answer. A status value that is not in the
-// states table keeps the job working and is logged.
+// states table is the catalog's mistake: the job's observation fails with
+// an error wrapping [adapters.ErrUnmappedState] that names the value and
+// the mapped ones, and it is logged once.
 //
 // # Throttling
 //
@@ -77,11 +92,13 @@
 // gone (404 or 410), Cancel returns an error wrapping
 // [adapters.ErrAlreadyFinished]; when it is still working or waiting for
 // input, an error wrapping [adapters.ErrCancelRefused] with the backend's
-// message; when the status cannot be read, a plain error (ask again later).
-// Another 4xx answer (except 429) is a refusal ([adapters.ErrCancelRefused]
-// with the backend's message). A 5xx answer or a connection error is a plain
-// error: the backend could not be asked. A tool without a cancel block
-// records the cancellation in the bridge only.
+// message; when the status cannot be read, an error wrapping neither (ask
+// again later). Another 4xx answer (except 429) is a refusal
+// ([adapters.ErrCancelRefused] with the backend's message). A 5xx answer is
+// an error wrapping neither that says what the backend answered; only a
+// connection error (class unreachable) means that the backend could not be
+// asked. Every one of them is an [adapters.CallError]. A tool without a
+// cancel block records the cancellation in the bridge only.
 //
 // The adapter reports no finish time ([adapters.Observation.FinishedAt]):
 // a generic REST API has no standard field for it.
@@ -108,9 +125,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -121,6 +138,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
+	"github.com/jobbridge/jobbridge/secrets"
 )
 
 // pollConcurrency bounds the status requests one Poll call has in flight.
@@ -174,12 +192,17 @@ type Adapter struct {
 	retries      int          // max_retries
 	listingLag   time.Duration
 	now          func() time.Time
-	redactor     *redactor
+	redactor     *secrets.Redactor
 	creds        *credentials
 	log          *slog.Logger
 	trace        func(Event)
 	retryWaitMin time.Duration
 	retryWaitMax time.Duration
+
+	// unmapped holds the tool and status values logged as unmapped (see
+	// logUnmapped); unmappedLogged counts them.
+	unmapped       sync.Map
+	unmappedLogged atomic.Int64
 }
 
 // refData is the adapter-owned part of a JobRef.
@@ -202,11 +225,8 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if opts == nil {
 		opts = &Options{}
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	red := &redactor{}
+	src := secrets.NewSource(&secrets.Options{Getenv: opts.Getenv, Logger: opts.Logger})
+	red := src.Redactor()
 
 	backend.SetDefaults()
 	var errs []error
@@ -243,7 +263,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	}
 	a.once = newHTTPClient(opts.HTTPClient, backend.Timeout, eg)
 	if len(errs) == 0 {
-		creds, err := newCredentials(getenv, red, backend.OAuth2, a.once)
+		creds, err := newCredentials(src, backend.OAuth2, a.once)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -252,7 +272,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 	if a.creds == nil {
 		// The backend block is invalid: report its problems, and the
 		// tools' below, without resolving credentials.
-		a.creds, _ = newCredentials(getenv, red, nil, a.once)
+		a.creds, _ = newCredentials(src, nil, a.once)
 	}
 	for _, k := range sortedKeys(backend.Headers) {
 		t, err := expr.ParseTemplate(backend.Headers[k], backendHeaderScope)
@@ -294,7 +314,7 @@ func New(name string, backend BackendConfig, tools map[string]JobConfig, opts *O
 		a.callbacks = cb
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("rest backend %q: %w", name, err)
+		return nil, err // the caller names the backend
 	}
 
 	a.retryWaitMax = opts.RetryWaitMax
@@ -349,10 +369,10 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	v := &values{args: req.Arguments, correlationID: req.CorrelationID, baseURL: a.baseURL}
 	hreq, err := a.newRequest(ctx, t.start, v)
 	if err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
+		return adapters.JobRef{}, fmt.Errorf("the start call cannot be made: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
+		return adapters.JobRef{}, a.unanswered(hreq, nil, err)
 	}
 	rec := &sendRecord{}
 	hreq = hreq.WithContext(context.WithValue(hreq.Context(), sendRecordKey{}, rec))
@@ -369,31 +389,34 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	resp, err := a.do(hreq, retries, nil)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(t.start, "answer", "no answer: "+a.redactor.redact(err.Error()))
+		a.traceText(t.start, "answer", "no answer: "+a.redactor.Redact(err.Error()))
 		if !rec.maybeSent.Load() {
-			return adapters.JobRef{}, fmt.Errorf("starting %s job: request not sent: %w", t.name, err)
+			return adapters.JobRef{}, a.unanswered(hreq, nil, err)
 		}
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w: %w", t.name, adapters.ErrOutcomeUnknown, err)
+		return adapters.JobRef{}, a.unanswered(hreq, adapters.ErrOutcomeUnknown, err)
 	}
 	body, readErr := readBody(resp)
 	a.traceAnswer(t.start, resp, body)
 	if readErr != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: reading answer: %w: %w", t.name, adapters.ErrOutcomeUnknown, readErr)
+		ce := a.unanswered(hreq, adapters.ErrOutcomeUnknown, readErr)
+		ce.Status = resp.StatusCode
+		ce.Message = "reading the answer failed: " + ce.Message
+		return adapters.JobRef{}, ce
 	}
 	ans := answerOf(v, resp.StatusCode, resp.Header, body)
-	is, text := a.classify(ctx, t.start, resp, body, ans)
+	is, words := a.classify(ctx, t.start, resp, body, ans)
 	switch is {
 	case isSuccess:
 	case isRetryLater:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, a.throttle(resp, body))
+		return adapters.JobRef{}, a.throttle(resp, words)
 	case isRefused:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: backend refused it: %s", t.name, text)
+		return adapters.JobRef{}, a.answered(statusClass(resp.StatusCode), nil, resp, words)
 	default:
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %s: %w", t.name, text, adapters.ErrOutcomeUnknown)
+		return adapters.JobRef{}, a.answered(adapters.ProblemError, adapters.ErrOutcomeUnknown, resp, words)
 	}
 	id, data, err := a.jobReference(ctx, t, hreq.URL, resp, body, ans)
 	if err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name, err)
+		return adapters.JobRef{}, err
 	}
 	if t.queue != nil {
 		at := a.now().UTC()
@@ -401,8 +424,7 @@ func (a *Adapter) Start(ctx context.Context, req adapters.StartRequest) (adapter
 	}
 	ref := t.ref(id, data, req.Arguments, req.CorrelationID)
 	if err := a.checkAddressable(t, ref); err != nil {
-		return adapters.JobRef{}, fmt.Errorf("starting %s job: %w", t.name,
-			a.unaddressable(resp, body, "the job it names cannot be addressed: %v", err))
+		return adapters.JobRef{}, a.unaddressable(resp, body, "the job it names cannot be addressed: %v", err)
 	}
 	return ref, nil
 }
@@ -447,7 +469,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 		if loc == "" {
 			return fail("its answer has no Location header")
 		}
-		shown := a.redactor.clean(loc, maxExcerpt)
+		shown := a.redactor.Clean(loc, maxExcerpt)
 		ref, err := url.Parse(loc)
 		if err != nil {
 			return fail("its Location header %q is not a URL", shown)
@@ -464,7 +486,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 		}
 		u.Scheme, u.Host, u.User = "", "", nil
 		data.Location = u.String()
-		a.traceText(t.start, "rule", fmt.Sprintf("job_id.from_location: Location %q → job ID %q", shown, a.redactor.redact(id)))
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.from_location: Location %q → job ID %q", shown, a.redactor.Redact(id)))
 	} else {
 		val, ok, err := t.jobID.Read(ctx, ans)
 		switch {
@@ -485,7 +507,7 @@ func (a *Adapter) jobReference(ctx context.Context, t *tool, reqURL *url.URL, re
 			return fail("the job ID at %q is empty", t.jobID)
 		}
 		id = s
-		a.traceText(t.start, "rule", fmt.Sprintf("job_id.field %s → %q", t.jobID, a.redactor.redact(id)))
+		a.traceText(t.start, "rule", fmt.Sprintf("job_id.field %s → %q", t.jobID, a.redactor.Redact(id)))
 	}
 	if err := a.checkJobID(id); err != nil {
 		return fail("%v", err)
@@ -523,7 +545,7 @@ const maxShownID = 100
 // checkJobID refuses a job ID that would address another resource once
 // interpolated into a path, or that cannot be shown to people.
 func (a *Adapter) checkJobID(id string) error {
-	shown := a.redactor.redact(id)
+	shown := a.redactor.Redact(id)
 	if len(shown) > maxShownID {
 		shown = shown[:maxShownID] + "…"
 	}
@@ -601,11 +623,11 @@ func (a *Adapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapters.
 // every job of the backend; a problem with this job is in the observation.
 func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef, retries int, giveUp *atomic.Bool) (adapters.Observation, error) {
 	fail := func(err error) (adapters.Observation, error) {
-		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID, err)}, nil
+		return adapters.Observation{Err: err}, nil
 	}
 	t, v, queued, err := a.decodeRef(ref)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("job %s: %w", ref.ID, err))
 	}
 	if queued {
 		return a.pollQueued(ctx, t, ref, v, retries, giveUp)
@@ -615,13 +637,13 @@ func (a *Adapter) poll(ctx context.Context, ref adapters.JobRef, retries int, gi
 		return fail(err)
 	}
 	ans := answerOf(v, resp.StatusCode, resp.Header, body)
-	switch is, text := a.classify(ctx, t.status, resp, body, ans); is {
+	switch is, words := a.classify(ctx, t.status, resp, body, ans); is {
 	case isRetryLater:
-		return adapters.Observation{}, fmt.Errorf("polling job %s: %w", ref.ID, a.throttle(resp, body))
+		return adapters.Observation{}, a.throttle(resp, words)
 	case isNotFound:
-		return fail(fmt.Errorf("%s: %w", text, adapters.ErrJobNotFound))
+		return fail(a.answered(adapters.ProblemNotFound, adapters.ErrJobNotFound, resp, words))
 	case isError:
-		return fail(errors.New(text))
+		return fail(a.answered(statusClass(resp.StatusCode), nil, resp, words))
 	}
 	return a.observe(ctx, t, ref, v, resp, body, ans), nil
 }
@@ -647,58 +669,73 @@ func (a *Adapter) Cancel(ctx context.Context, ref adapters.JobRef) error {
 	}
 	req, err := a.newRequest(ctx, c, v)
 	if err != nil {
-		return fmt.Errorf("cancelling job %s: %w", ref.ID, err)
+		return fmt.Errorf("the %s call for job %s cannot be made: %w", c.name, ref.ID, err)
 	}
 	a.traceRequest(c, req)
 	resp, err := a.do(req, 0, nil)
 	if err != nil {
 		closeBody(resp)
-		a.traceText(c, "answer", "no answer: "+a.redactor.redact(err.Error()))
-		return fmt.Errorf("cancelling job %s: the backend could not be asked: %w", ref.ID, err)
+		a.traceText(c, "answer", "no answer: "+a.redactor.Redact(err.Error()))
+		return a.unanswered(req, nil, err)
 	}
 	body, _ := readBody(resp) // only quoted in an error
 	a.traceAnswer(c, resp, body)
-	switch is, text := a.classify(ctx, c, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
+	switch is, words := a.classify(ctx, c, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
 	case isSuccess:
 		return nil
 	case isRetryLater:
-		return fmt.Errorf("cancelling job %s: %w", ref.ID, a.throttle(resp, body))
-	case isAlreadyFinished:
-		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s", ref.ID, text)
-	case isNotFound:
-		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s and no longer reports the job", ref.ID, text)
+		return a.throttle(resp, words)
+	case isAlreadyFinished, isNotFound:
+		return a.answered(adapters.ProblemError, adapters.ErrAlreadyFinished, resp, words)
 	case isRefused:
-		return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s: %s", ref.ID, text)
+		return a.answered(statusClass(resp.StatusCode), adapters.ErrCancelRefused, resp, words)
 	case isDeclined:
 		if queued {
-			return reasonf(adapters.ErrCancelRefused, "the backend refused to remove queued job %s from its queue: %s", ref.ID, text)
+			return a.answered(statusClass(resp.StatusCode), adapters.ErrCancelRefused, resp, words)
 		}
-		return a.cancelDeclined(ctx, ref, text)
+		return a.cancelDeclined(ctx, ref, a.answered(adapters.ProblemError, nil, resp, words))
 	default:
-		return fmt.Errorf("cancelling job %s: %s", ref.ID, text)
+		// The backend answered: say what, not that it could not be asked.
+		return a.answered(statusClass(resp.StatusCode), nil, resp, words)
 	}
 }
 
 // cancelDeclined tells a job that finished before the cancel reached it
 // from one the backend will not stop, after a 404, 409 or 410 answer
-// (answer), by asking once for the job's status.
-func (a *Adapter) cancelDeclined(ctx context.Context, ref adapters.JobRef, answer string) error {
+// (declined, whose Err it sets), by asking once for the job's status.
+func (a *Adapter) cancelDeclined(ctx context.Context, ref adapters.JobRef, declined *adapters.CallError) error {
 	o, err := a.poll(ctx, ref, 0, nil)
 	switch {
 	case err != nil:
-		return fmt.Errorf("cancelling job %s: the backend answered %s; asking for its status: %w", ref.ID, answer, err)
+		// Throttled (or ctx ended): ask again later.
+		return err
 	case errors.Is(o.Err, adapters.ErrJobNotFound):
-		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished: the backend answered the cancel with %s and no longer reports the job", ref.ID, answer)
+		declined.Err = adapters.ErrAlreadyFinished
+		declined.Message = joinWords(declined.Message, "the job had already finished: the backend no longer reports it")
+		return declined
 	case o.Err != nil:
-		return fmt.Errorf("cancelling job %s: the backend answered %s, and whether the job has finished is unknown: %w", ref.ID, answer, o.Err)
+		declined.Message = joinWords(declined.Message, fmt.Sprintf("whether the job has finished is unknown, as %v", o.Err))
+		return declined
 	case o.State.Terminal():
-		return reasonf(adapters.ErrAlreadyFinished, "job %s had already finished (%s): the backend answered the cancel with %s", ref.ID, o.State, answer)
+		declined.Err = adapters.ErrAlreadyFinished
+		declined.Message = joinWords(declined.Message, fmt.Sprintf("the job had already finished (%s)", o.State))
+		return declined
 	}
 	state := "working"
 	if o.State == adapters.StateInputRequired {
 		state = "waiting for input (input_required)"
 	}
-	return reasonf(adapters.ErrCancelRefused, "the backend refused to cancel job %s, which is still %s: %s", ref.ID, state, answer)
+	declined.Err = adapters.ErrCancelRefused
+	declined.Message = joinWords(declined.Message, "the job is still "+state)
+	return declined
+}
+
+// joinWords joins the backend's words and the adapter's finding.
+func joinWords(words, finding string) string {
+	if words == "" {
+		return finding
+	}
+	return words + "; " + finding
 }
 
 // Respond delivers answers to the job's input requests. A 404, 409 or 410
@@ -716,25 +753,23 @@ func (a *Adapter) Respond(ctx context.Context, ref adapters.JobRef, answers map[
 	v.answers = answers
 	req, err := a.newRequest(ctx, t.respond, v)
 	if err != nil {
-		return fmt.Errorf("answering job %s: %w", ref.ID, err)
+		return fmt.Errorf("the respond call for job %s cannot be made: %w", ref.ID, err)
 	}
 	a.traceRequest(t.respond, req)
 	resp, err := a.do(req, 0, nil)
 	if err != nil {
 		closeBody(resp)
-		return fmt.Errorf("answering job %s: %w", ref.ID, err)
+		return a.unanswered(req, nil, err)
 	}
 	body, _ := readBody(resp) // only quoted in an error
 	a.traceAnswer(t.respond, resp, body)
-	switch is, text := a.classify(ctx, t.respond, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
+	switch is, words := a.classify(ctx, t.respond, resp, body, answerOf(v, resp.StatusCode, resp.Header, body)); is {
 	case isSuccess, isNotFound, isDeclined:
 		return nil
 	case isRetryLater:
-		return fmt.Errorf("answering job %s: %w", ref.ID, a.throttle(resp, body))
-	case isRefused:
-		return fmt.Errorf("answering job %s: the backend refused the answer: %s", ref.ID, text)
+		return a.throttle(resp, words)
 	default:
-		return fmt.Errorf("answering job %s: %s", ref.ID, text)
+		return a.answered(statusClass(resp.StatusCode), nil, resp, words)
 	}
 }
 
@@ -753,30 +788,31 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 	v := &values{args: req.Arguments, correlationID: req.CorrelationID, baseURL: a.baseURL}
 	resp, body, err := a.sendSafe(ctx, t.find, v, a.retries, nil)
 	if err != nil {
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, err)
+		return adapters.JobRef{}, false, err
 	}
 	ans := answerOf(v, resp.StatusCode, resp.Header, body)
 	var ids []string
-	switch is, text := a.classify(ctx, t.find, resp, body, ans); is {
+	switch is, words := a.classify(ctx, t.find, resp, body, ans); is {
 	case isRetryLater:
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name, a.throttle(resp, body))
+		return adapters.JobRef{}, false, a.throttle(resp, words)
 	case isNotFound:
 		a.traceText(t.find, "rule", "the answer means: no such job")
 	case isSuccess:
 		val, ok, err := t.findField.Read(ctx, ans)
 		if err != nil {
-			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: reading find.field %s: %w", t.name, t.findField, err)
+			return adapters.JobRef{}, false, a.answered(adapters.ProblemUnreadable, nil, resp,
+				fmt.Sprintf("reading find.field %s failed: %v", t.findField, a.redactor.Redact(err.Error())))
 		}
 		if !ok && t.findField.Program() == nil && !validJSON(body) {
-			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: answer is not JSON", t.name)
+			return adapters.JobRef{}, false, a.answered(adapters.ProblemUnreadable, nil, resp,
+				"the find answer is not JSON: "+a.excerpt(body))
 		}
 		if ids, err = foundIDs(val, ok); err != nil {
-			return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
-				reasonf(adapters.ErrJobUnaddressable, "the found job's ID at %q is %v; answer: %s", t.findField, err, a.excerpt(body)))
+			return adapters.JobRef{}, false, reasonf(adapters.ErrJobUnaddressable, "the found job's ID at %q is %v; answer: %s", t.findField, err, a.excerpt(body))
 		}
 		a.traceText(t.find, "rule", fmt.Sprintf("find.field %s → %q", t.findField, ids))
 	default:
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %s", t.name, text)
+		return adapters.JobRef{}, false, a.answered(statusClass(resp.StatusCode), nil, resp, words)
 	}
 	switch len(ids) {
 	case 0:
@@ -791,8 +827,7 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		return adapters.JobRef{}, false, nil
 	case 1:
 	default:
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
-			reasonf(adapters.ErrJobUnaddressable, "%d jobs carry correlation ID %s (%s), so the bridge cannot tell which one is the task's", len(ids), req.CorrelationID, a.redactor.clean(strings.Join(ids, ", "), maxExcerpt)))
+		return adapters.JobRef{}, false, reasonf(adapters.ErrJobUnaddressable, "%d jobs carry correlation ID %s (%s), so the bridge cannot tell which one is the task's", len(ids), req.CorrelationID, a.redactor.Clean(strings.Join(ids, ", "), maxExcerpt))
 	}
 	id := ids[0]
 	ref := t.ref(id, refData{Tool: t.name}, req.Arguments, req.CorrelationID)
@@ -801,8 +836,7 @@ func (a *Adapter) Find(ctx context.Context, req adapters.StartRequest) (adapters
 		err = a.checkAddressable(t, ref)
 	}
 	if err != nil {
-		return adapters.JobRef{}, false, fmt.Errorf("finding %s job: %w", t.name,
-			reasonf(adapters.ErrJobUnaddressable, "the backend reports a job for the correlation ID, but %v", err))
+		return adapters.JobRef{}, false, reasonf(adapters.ErrJobUnaddressable, "the backend reports a job for the correlation ID, but %v", err)
 	}
 	return ref, true, nil
 }

@@ -81,6 +81,9 @@ func TestContractAgainstJobAPIFake(t *testing.T) {
 		Throttle: func(_ *testing.T, d time.Duration) func() {
 			return srv.InjectUntil(jobapi.Fault{Status: http.StatusTooManyRequests, RetryAfter: d})
 		},
+		Fail: func(_ *testing.T, status int) func() {
+			return srv.InjectUntil(jobapi.Fault{Status: status})
+		},
 	})
 }
 
@@ -112,12 +115,12 @@ func TestRuntimeAnswersAgainstJobAPIFake(t *testing.T) {
 		{
 			name:  "refused with a JSON message",
 			fault: &jobapi.Fault{Method: http.MethodPost, Path: "/jobs", Status: http.StatusUnprocessableEntity, Body: `{"message":"quota exceeded for team a"}`},
-			op:    "start", want: errPlain, text: []string{"refused", "HTTP 422", "quota exceeded for team a"},
+			op:    "start", want: errPlain, text: []string{"answered 422", "quota exceeded for team a"},
 		},
 		{
 			name: "refused by the fake's own validation",
 			args: map[string]any{"outcome": "maybe"},
-			op:   "start", want: errPlain, text: []string{"HTTP 422", `outcome: unknown value "maybe"`},
+			op:   "start", want: errPlain, text: []string{"answered 422", `outcome: unknown value "maybe"`},
 		},
 		{
 			name:  "status answer without the status field",
@@ -127,7 +130,7 @@ func TestRuntimeAnswersAgainstJobAPIFake(t *testing.T) {
 		{
 			name: "cancel of a finished job",
 			args: map[string]any{"duration": 0},
-			op:   "cancel", want: adapters.ErrAlreadyFinished, text: []string{"already finished", "HTTP 409", "succeeded"}, jobs: 1, waitEnd: true,
+			op:   "cancel", want: adapters.ErrAlreadyFinished, text: []string{"already finished", "answered 409", "succeeded"}, jobs: 1, waitEnd: true,
 		},
 		{
 			name: "cancel refused while the job runs",

@@ -52,12 +52,12 @@ func TestPollUnreadableStatus(t *testing.T) {
 		body string
 		want []string
 	}{
-		{name: "field missing", body: `{"state":"running","token":"SECRET"}`, want: []string{`the status answer has no field "status"`, "HTTP 200", `"state":"running"`, "[redacted]"}},
-		{name: "object", body: `{"status":{"phase":"running"}}`, want: []string{`the status field "status" is an object, not a string or number`, "HTTP 200"}},
+		{name: "field missing", body: `{"state":"running","token":"SECRET"}`, want: []string{`the status answer has no field "status"`, "answered 200", `"state":"running"`, "[redacted]"}},
+		{name: "object", body: `{"status":{"phase":"running"}}`, want: []string{`the status field "status" is an object, not a string or number`, "answered 200"}},
 		{name: "array", body: `{"status":["running"]}`, want: []string{`the status field "status" is an array, not a string or number`}},
 		{name: "boolean", body: `{"status":true}`, want: []string{`the status field "status" is a boolean, not a string or number`}},
 		{name: "null", body: `{"status":null}`, want: []string{`the status field "status" is null, not a string or number`}},
-		{name: "not JSON", body: `<html>maintenance</html>`, want: []string{"the status answer is not JSON", "HTTP 200", "<html>maintenance</html>"}},
+		{name: "not JSON", body: `<html>maintenance</html>`, want: []string{"the status answer is not JSON", "answered 200", `an HTML page reading "maintenance"`}},
 		{name: "long answer is cut", body: `{"state":"` + strings.Repeat("x", 5000) + `"}`, want: []string{`has no field "status"`, "…"}},
 	}
 	for _, tt := range tests {
@@ -95,7 +95,7 @@ func TestStartAnswerWithoutJobID(t *testing.T) {
 		{name: "field is an object", job: testJob(), code: 201, body: `{"id":{"value":7}}`, want: []string{`the job ID at "id" is an object, not a string or number`}},
 		{name: "field is null", job: testJob(), code: 201, body: `{"id":null}`, want: []string{`the job ID at "id" is null, not a string or number`}},
 		{name: "field is a boolean", job: testJob(), code: 202, body: `{"id":true}`, want: []string{`is a boolean`, "HTTP 202"}},
-		{name: "answer not JSON", job: testJob(), code: 201, body: `<html>created</html>`, want: []string{`not JSON`, `"id"`, "<html>created</html>"}},
+		{name: "answer not JSON", job: testJob(), code: 201, body: `<html>created</html>`, want: []string{`not JSON`, `"id"`, `an HTML page reading "created"`}},
 		{name: "long answer is cut", job: testJob(), code: 201, body: `{"job":"` + strings.Repeat("y", 5000) + `"}`, want: []string{`no job ID at "id"`, "…"}},
 		{name: "no Location", job: location, code: 201, body: `{"id":"j1"}`, want: []string{"no Location header", "HTTP 201", `"id":"j1"`}},
 	}
@@ -226,15 +226,15 @@ func TestStartRefusalCarriesBackendMessage(t *testing.T) {
 		body string
 		want []string
 	}{
-		{name: "message field", code: 422, body: `{"message":"count must be positive","code":"E_COUNT"}`, want: []string{"refused", "HTTP 422", "count must be positive"}},
-		{name: "error field", code: 403, body: `{"error":"project p is read-only"}`, want: []string{"HTTP 403", "project p is read-only"}},
-		{name: "nested error message", code: 400, body: `{"error":{"message":"bad image","type":"invalid"}}`, want: []string{"HTTP 400", "bad image"}},
-		{name: "detail field", code: 409, body: `{"detail":"a job with this name is running"}`, want: []string{"HTTP 409", "a job with this name is running"}},
-		{name: "validation list", code: 422, body: `{"detail":[{"loc":["body","count"],"msg":"value is not a valid integer"}]}`, want: []string{"HTTP 422", "value is not a valid integer"}},
-		{name: "JSON:API errors", code: 400, body: `{"errors":[{"status":"400","detail":"image must be set"}]}`, want: []string{"HTTP 400", "image must be set"}},
-		{name: "plain text", code: 400, body: "image\tmust be set\n", want: []string{"HTTP 400: image must be set"}},
+		{name: "message field", code: 422, body: `{"message":"count must be positive","code":"E_COUNT"}`, want: []string{"answered 422", "count must be positive"}},
+		{name: "error field", code: 403, body: `{"error":"project p is read-only"}`, want: []string{"answered 403", "project p is read-only"}},
+		{name: "nested error message", code: 400, body: `{"error":{"message":"bad image","type":"invalid"}}`, want: []string{"answered 400", "bad image"}},
+		{name: "detail field", code: 409, body: `{"detail":"a job with this name is running"}`, want: []string{"answered 409", "a job with this name is running"}},
+		{name: "validation list", code: 422, body: `{"detail":[{"loc":["body","count"],"msg":"value is not a valid integer"}]}`, want: []string{"answered 422", "value is not a valid integer"}},
+		{name: "JSON:API errors", code: 400, body: `{"errors":[{"status":"400","detail":"image must be set"}]}`, want: []string{"answered 400", "image must be set"}},
+		{name: "plain text", code: 400, body: "image\tmust be set\n", want: []string{"answered 400: image must be set"}},
 		{name: "long message kept to 500 bytes", code: 400, body: `{"message":"` + long + `"}`, want: []string{strings.TrimSpace(long)}},
-		{name: "secret redacted", code: 401, body: `{"message":"token SECRET is expired"}`, want: []string{"HTTP 401", "token Bearer [redacted] is expired"}},
+		{name: "secret redacted", code: 401, body: `{"message":"token SECRET is expired"}`, want: []string{"answered 401", "token Bearer [redacted] is expired"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -432,7 +432,7 @@ func TestPollBackoffFitsTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Poll = %v, want the 500 reported for the job, not the deadline", err)
 	}
-	wantText(t, obs[0].Err, "HTTP 500", "down")
+	wantText(t, obs[0].Err, "answered 500", "down")
 	if n := len(f.requests()); n != 1 {
 		t.Errorf("sent %d requests, want 1", n)
 	}
@@ -479,7 +479,7 @@ func TestCancelOutcomes(t *testing.T) {
 		{
 			name: "409 and the job has succeeded", cancel: jsonResponder(409, `{"error":"job already finished"}`),
 			status: jsonResponder(200, `{"status":"succeeded"}`), want: adapters.ErrAlreadyFinished,
-			wantText: []string{"already finished", "HTTP 409", "succeeded"}, wantCalls: 2,
+			wantText: []string{"already finished", "answered 409", "succeeded"}, wantCalls: 2,
 		},
 		{
 			name: "409 and the job has failed", cancel: jsonResponder(409, `{}`),
@@ -488,12 +488,12 @@ func TestCancelOutcomes(t *testing.T) {
 		{
 			name: "404 and the job is gone", cancel: jsonResponder(404, `{}`),
 			status: jsonResponder(404, `{"error":"job not found"}`), want: adapters.ErrAlreadyFinished,
-			wantText: []string{"already finished", "HTTP 404"}, wantCalls: 2,
+			wantText: []string{"already finished", "answered 404"}, wantCalls: 2,
 		},
 		{
 			name: "409 while the job still runs", cancel: jsonResponder(409, `{"error":"job is in a protected phase"}`),
 			status: running, want: adapters.ErrCancelRefused,
-			wantText: []string{"refused", "HTTP 409", "job is in a protected phase", "still working"}, wantCalls: 2,
+			wantText: []string{"answered 409", "job is in a protected phase", "still working"}, wantCalls: 2,
 		},
 		{
 			name: "404 while the job waits for input", cancel: jsonResponder(404, `{"message":"no such route"}`),
@@ -502,7 +502,7 @@ func TestCancelOutcomes(t *testing.T) {
 		},
 		{
 			name: "409 and the status call fails", cancel: jsonResponder(409, `{}`),
-			status: jsonResponder(500, `{}`), want: errPlain, wantText: []string{"HTTP 409", "HTTP 500"}, wantCalls: 2,
+			status: jsonResponder(500, `{}`), want: errPlain, wantText: []string{"answered 409", "answered 500"}, wantCalls: 2,
 		},
 		{
 			name: "409 and the status call is throttled", cancel: jsonResponder(409, `{}`),
@@ -514,9 +514,9 @@ func TestCancelOutcomes(t *testing.T) {
 		},
 		{
 			name: "403", cancel: jsonResponder(403, `{"message":"cancelling production jobs is not allowed"}`),
-			want: adapters.ErrCancelRefused, wantText: []string{"HTTP 403", "cancelling production jobs is not allowed"}, wantCalls: 1,
+			want: adapters.ErrCancelRefused, wantText: []string{"answered 403", "cancelling production jobs is not allowed"}, wantCalls: 1,
 		},
-		{name: "500", cancel: jsonResponder(500, `{"message":"db down"}`), want: errPlain, wantText: []string{"HTTP 500", "db down"}, wantCalls: 1},
+		{name: "500", cancel: jsonResponder(500, `{"message":"db down"}`), want: errPlain, wantText: []string{"answered 500", "db down"}, wantCalls: 1},
 		{name: "connection refused", cancel: httpmock.NewErrorResponder(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), want: errPlain, wantCalls: 1},
 		{name: "no cancel block", wantCalls: 0},
 	}

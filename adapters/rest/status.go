@@ -24,21 +24,18 @@ const maxMessage = 1000
 // emptySchema is the requested schema of a question that has none.
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// observe reads a status answer. An unknown status value keeps the job
-// working, with the raw value in the message, and is logged. An answer whose
-// status field is missing, unreadable or neither a string nor a number is
-// reported in the observation's Err, wrapping [adapters.ErrUnreadableStatus],
-// with the HTTP status and an excerpt.
+// observe reads a status answer. A status value that states: does not map
+// is reported in the observation's Err, wrapping [adapters.ErrUnmappedState]
+// (naming the value and the mapped ones), and logged once per tool and
+// value. An answer whose status field is missing, unreadable or neither a
+// string nor a number is reported in the observation's Err, wrapping
+// [adapters.ErrUnreadableStatus], with the HTTP status and an excerpt.
 func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *values, resp *http.Response, body []byte, ans expr.Answer) adapters.Observation {
 	r := &t.read
 	unreadable := func(format string, args ...any) adapters.Observation {
-		// A callback (see ReadEvents) is read without an HTTP status.
-		answer := fmt.Sprintf("answer: %s", a.excerpt(body))
-		if resp.StatusCode != 0 {
-			answer = fmt.Sprintf("HTTP %d; %s", resp.StatusCode, answer)
-		}
-		return adapters.Observation{Err: fmt.Errorf("polling job %s: %w", ref.ID,
-			reasonf(adapters.ErrUnreadableStatus, "%s (%s)", fmt.Sprintf(format, args...), answer))}
+		// A callback (see ReadEvents) is read without a request or status.
+		return adapters.Observation{Err: a.answered(adapters.ProblemUnreadable, adapters.ErrUnreadableStatus, resp,
+			fmt.Sprintf("%s (answer: %s)", fmt.Sprintf(format, args...), a.excerpt(body)))}
 	}
 	// read returns a reading's value; a reading that fails is logged and
 	// taken as absent (only the status field decides readability).
@@ -48,12 +45,12 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 		}
 		out, ok, err := val.Read(ctx, ans)
 		if err != nil {
-			a.log.Warn("reading the status answer failed", "tool", t.name, "job", ref.ID, "field", name, "error", a.redactor.redact(err.Error()))
-			a.traceText(t.status, "rule", fmt.Sprintf("%s %s failed: %s", name, val, a.redactor.redact(err.Error())))
+			a.log.Warn("reading the status answer failed", "tool", t.name, "job", ref.ID, "field", name, "error", a.redactor.Redact(err.Error()))
+			a.traceText(t.status, "rule", fmt.Sprintf("%s %s failed: %s", name, val, a.redactor.Redact(err.Error())))
 			return nil, false
 		}
 		if ok {
-			a.traceText(t.status, "rule", fmt.Sprintf("%s %s → %s", name, val, a.redactor.clean(show(out), 200)))
+			a.traceText(t.status, "rule", fmt.Sprintf("%s %s → %s", name, val, a.redactor.Clean(show(out), 200)))
 		}
 		return out, ok
 	}
@@ -72,7 +69,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 	status, present, err := r.field.Read(ctx, ans)
 	switch {
 	case err != nil:
-		return unreadable("reading the status (%s) failed: %v", r.field, a.redactor.redact(err.Error()))
+		return unreadable("reading the status (%s) failed: %v", r.field, a.redactor.Redact(err.Error()))
 	case !present && r.field.Program() != nil:
 		return unreadable("the status expression %s gives no value", r.field)
 	case !present && r.field.IsNull(ans):
@@ -86,23 +83,17 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 	}
 	msg := text("status.message", r.message)
 
-	var o adapters.Observation
 	st, known := t.states[rawStatus]
-	if known {
-		o.State = st
-		o.Message = firstNonEmpty(msg, rawStatus)
-		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q → %s", r.field, a.redactor.clean(rawStatus, 100), st))
-	} else {
-		a.log.Warn("unknown job status; keeping the task working",
-			"tool", t.name, "job", ref.ID, "status", a.redactor.clean(rawStatus, 100))
-		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q, which status.states does not list → working", r.field, a.redactor.clean(rawStatus, 100)))
-		o.State = adapters.StateWorking
-		o.Message = fmt.Sprintf("status %q", rawStatus)
-		if msg != "" {
-			o.Message += ": " + msg
-		}
+	if !known {
+		a.logUnmapped(t, rawStatus)
+		a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q, which status.states does not map", r.field, a.redactor.Clean(rawStatus, 100)))
+		return adapters.Observation{Err: unmappedState(t, rawStatus, a.redactor.Clean)}
 	}
-	o.Message = a.redactor.clean(o.Message, maxMessage)
+	var o adapters.Observation
+	o.State = st
+	o.Message = firstNonEmpty(msg, rawStatus)
+	a.traceText(t.status, "rule", fmt.Sprintf("status.field %s → %q → %s", r.field, a.redactor.Clean(rawStatus, 100), st))
+	o.Message = a.redactor.Clean(o.Message, maxMessage)
 
 	if r.hasProgress {
 		if done, ok := number(read("status.progress.done", r.progressDone)); ok {
@@ -130,7 +121,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 			o.Result = &adapters.Result{}
 		}
 		if o.Result.Text == "" {
-			o.Result.Text = firstNonEmpty(a.redactor.redact(msg), fmt.Sprintf("Job %s failed.", ref.ID))
+			o.Result.Text = firstNonEmpty(a.redactor.Redact(msg), fmt.Sprintf("Job %s failed.", ref.ID))
 		}
 	case adapters.StateCancelled:
 		o.Result = a.result(r, read)
@@ -140,7 +131,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 			if c, ok := number(read("status.error.code", r.errorCode)); ok {
 				o.Error.Code = int(c)
 			}
-			o.Error.Message = a.redactor.clean(text("status.error.message", r.errorMessage), maxMessage)
+			o.Error.Message = a.redactor.Clean(text("status.error.message", r.errorMessage), maxMessage)
 		}
 		if o.Error.Message == "" {
 			o.Error.Message = firstNonEmpty(o.Message, fmt.Sprintf("job %s failed", ref.ID))
@@ -148,7 +139,7 @@ func (a *Adapter) observe(ctx context.Context, t *tool, ref adapters.JobRef, v *
 	case adapters.StateInputRequired:
 		list, ok, err := r.inputRequests.ReadJSON(ctx, ans)
 		if err != nil {
-			a.log.Warn("reading the questions failed", "tool", t.name, "job", ref.ID, "error", a.redactor.redact(err.Error()))
+			a.log.Warn("reading the questions failed", "tool", t.name, "job", ref.ID, "error", a.redactor.Redact(err.Error()))
 		}
 		if ok {
 			o.InputRequests = a.inputRequests(t, ref, list)
@@ -206,7 +197,7 @@ func (a *Adapter) result(r *statusReads, read func(string, expr.Value) (any, boo
 	var res adapters.Result
 	if t, ok := read("status.result.text", r.resultText); ok {
 		s, _ := expr.Text(t)
-		res.Text = a.redactor.redact(s)
+		res.Text = a.redactor.Redact(s)
 	}
 	if s, ok := read("status.result.structured", r.resultStructured); ok {
 		if m, isMap := s.(map[string]any); isMap {
@@ -216,7 +207,7 @@ func (a *Adapter) result(r *statusReads, read func(string, expr.Value) (any, boo
 		}
 		if res.Text == "" {
 			b, _ := json.Marshal(s)
-			res.Text = a.redactor.redact(string(b))
+			res.Text = a.redactor.Redact(string(b))
 		}
 	}
 	if res.Text == "" && res.Structured == nil {
@@ -250,7 +241,7 @@ func (a *Adapter) inputRequests(t *tool, ref adapters.JobRef, list json.RawMessa
 		}
 		msg, _ := expr.Text(q.Message)
 		reqs[key] = adapters.InputRequest{
-			Message: a.redactor.clean(msg, maxMessage),
+			Message: a.redactor.Clean(msg, maxMessage),
 			Schema:  schema,
 		}
 	}
@@ -264,4 +255,23 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// maxLoggedUnmapped bounds the unmapped status values logged, so that a
+// backend reporting ever new values does not grow the memory of them.
+const maxLoggedUnmapped = 1000
+
+// logUnmapped logs a status value states: does not map, once per tool and
+// value: it is the catalog's mistake, told to the caller on every poll.
+func (a *Adapter) logUnmapped(t *tool, value string) {
+	key := t.name + "\x00" + value
+	if a.unmappedLogged.Load() >= maxLoggedUnmapped {
+		return
+	}
+	if _, seen := a.unmapped.LoadOrStore(key, true); seen {
+		return
+	}
+	a.unmappedLogged.Add(1)
+	a.log.Warn("catalog problem: the backend reports a status value that status.states does not map",
+		"tool", t.name, "status", a.redactor.Clean(value, 100), "mapped", strings.Join(t.mappedValues(), ", "))
 }

@@ -39,18 +39,18 @@ func (a *Adapter) traceRequest(c *call, req *http.Request) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", req.Method, a.redactor.redact(req.URL.String()))
+	fmt.Fprintf(&b, "%s %s", req.Method, a.redactor.Redact(req.URL.String()))
 	// Sign a copy so that the headers shown are the ones sent.
 	shown := req.Clone(req.Context())
 	if sign := signer(shown.Context()); sign != nil {
 		_ = sign(shown)
 	}
-	writeHeaders(&b, shown.Header, a.redactor.redact)
+	writeHeaders(&b, shown.Header, a.redactor.Redact)
 	if req.GetBody != nil {
 		if rc, err := req.GetBody(); err == nil {
 			body, _ := io.ReadAll(io.LimitReader(rc, maxTraced+1))
 			rc.Close()
-			b.WriteString("\n\n" + a.redactor.clean(string(body), maxTraced))
+			b.WriteString("\n\n" + a.redactor.Clean(string(body), maxTraced))
 		}
 	}
 	a.traceText(c, "request", b.String())
@@ -63,9 +63,9 @@ func (a *Adapter) traceAnswer(c *call, resp *http.Response, body []byte) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", resp.StatusCode)
-	writeHeaders(&b, resp.Header, a.redactor.redact)
+	writeHeaders(&b, resp.Header, a.redactor.Redact)
 	if len(body) > 0 {
-		b.WriteString("\n\n" + a.redactor.redact(string(bytes.ToValidUTF8(truncate(body, maxTraced), []byte("?")))))
+		b.WriteString("\n\n" + a.redactor.Redact(string(bytes.ToValidUTF8(truncate(body, maxTraced), []byte("?")))))
 	}
 	a.traceText(c, "answer", b.String())
 }

@@ -3,6 +3,7 @@ package rest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +16,22 @@ import (
 var scriptKeys = []string{"command", "cmd", "script", "shell", "entrypoint", "run", "commands"}
 
 // Warnings reports, as field errors, what is allowed but probably wrong:
-// an argument interpolated unquoted into a body string that a backend's
-// shell runs (a string starting with "#!", or the value of a key named
-// command, cmd, script, shell, entrypoint, run or commands, or an element
-// of such a list). The caller's text would run as code there ("$(id)" runs
-// id); {= shell_quote(args.NAME)} keeps it one word of data.
+//
+//   - an argument interpolated unquoted into a body string that a backend's
+//     shell runs (a string starting with "#!", or the value of a key named
+//     command, cmd, script, shell, entrypoint, run or commands, or an
+//     element of such a list). The caller's text would run as code there
+//     ("$(id)" runs id); {= shell_quote(args.NAME)} keeps it one word of
+//     data.
+//   - a status.states table that maps no value to succeeded: no job of the
+//     tool could ever end successfully, which is most likely a forgotten
+//     or misspelt success value.
 func (c *JobConfig) Warnings() error {
 	var errs []error
+	if len(c.Status.States) > 0 && !slices.Contains(slices.Collect(maps.Values(c.Status.States)), adapters.StateSucceeded.String()) {
+		errs = append(errs, adapters.Fieldf("status.states",
+			"no status value maps to succeeded, so no job of this tool can end successfully; map the backend's success value (for example DONE: succeeded)"))
+	}
 	for _, nc := range []struct {
 		name string
 		call *Call

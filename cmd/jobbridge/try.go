@@ -214,14 +214,16 @@ func tryCall(ctx context.Context, c *caller, tool string, arguments json.RawMess
 // down and removes the store.
 func startTryServer(ctx context.Context, cat *catalog.Catalog, o adapterOptions) (url string, stop func(), err error) {
 	var cleanups []func()
-	stop = func() {
+	// cleanup is not the named result stop, which each error return sets
+	// to nil before the deferred call runs.
+	cleanup := func() {
 		for _, f := range slices.Backward(cleanups) {
 			f()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			cleanup()
 		}
 	}()
 	dir, err := os.MkdirTemp("", "jobbridge-try-")
@@ -265,7 +267,7 @@ func startTryServer(ctx context.Context, cat *catalog.Catalog, o adapterOptions)
 		defer cancel()
 		srv.Shutdown(sctx)
 	})
-	return "http://" + ln.Addr().String() + "/mcp", stop, nil
+	return "http://" + ln.Addr().String() + "/mcp", cleanup, nil
 }
 
 // syncWriter serializes the writes of several goroutines.

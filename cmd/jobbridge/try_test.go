@@ -250,3 +250,45 @@ func TestTryUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestTryReportsABackendThatCannotBeBuilt: when a backend's secret cannot
+// be had (a ${file:PATH} that does not exist, an unset ${NAME}), try says
+// so as serve does, naming the backend and the secret, and fails; it does
+// not panic.
+func TestTryReportsABackendThatCannotBeBuilt(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-token")
+	tests := []struct {
+		name   string
+		header string
+		want   string
+	}{
+		{"missing secret file", "${file:" + missing + "}", "secret file " + missing + ": no such file or directory"},
+		{"unset variable", "${TRY_TEST_UNSET_TOKEN}", "environment variable TRY_TEST_UNSET_TOKEN is not set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path := hpcCatalog(t)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = bytes.Replace(raw, []byte("X-API-Token: ${TRY_TEST_TOKEN}"), []byte(`X-API-Token: "`+tt.header+`"`), 1)
+			if err := os.WriteFile(path, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, err := runTryCommand(t, "--config", path, "submit", `{"case": "a"}`)
+			if err == nil {
+				t.Fatalf("try succeeded with a backend that cannot be built\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+			var exit exitError
+			if errors.As(err, &exit) {
+				t.Fatalf("try = %v, want the error itself (main prints it and exits 1)", err)
+			}
+			// One sentence: the backend, the field, the secret and what is
+			// wrong, as serve says it.
+			if want := `backend "hpc": headers.X-API-Token: ` + tt.want; err.Error() != want {
+				t.Errorf("try error\n  %s\nwant\n  %s", err, want)
+			}
+		})
+	}
+}

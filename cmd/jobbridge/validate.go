@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/jobbridge/jobbridge/catalog"
@@ -13,8 +14,8 @@ import (
 // file:line:col: path: message. It exits 1 if any catalog has a problem.
 // The catalog's warnings are reported as "warning: file:line:col: path:
 // message" and do not change the exit status; so are references to
-// environment variables that are unset here: the catalog may be validated on
-// a machine without the secrets.
+// environment variables that are unset here, and to secret files missing
+// here: the catalog may be validated on a machine without the secrets.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("validate", validateUsage, stdout, stderr)
 	files, err := cmd.parse(args)
@@ -32,9 +33,9 @@ const validateUsage = `usage: jobbridge validate FILE...
 Checks catalogs without serving them and reports every problem at once, as
 file:line:col: path: message. Doubtful but allowed settings are reported as
 "warning: ...", and so are environment variables a catalog references that
-are unset here (serve will need them). Exit status 1 when a catalog has a
-problem, 0 with warnings alone, 2 for a usage error. A file whose name
-starts with "-" follows "--".
+are unset here and ${file:PATH} secrets missing here (serve will need
+them). Exit status 1 when a catalog has a problem, 0 with warnings alone,
+2 for a usage error. A file whose name starts with "-" follows "--".
 
 Example:
 
@@ -67,10 +68,25 @@ func validate(paths []string, types []catalog.BackendType, stdout, stderr io.Wri
 				fmt.Fprintf(stderr, "%s: warning: environment variable %s is not set here; serve will need it\n", path, name)
 			}
 		}
+		for _, file := range cat.FileRefs() {
+			if _, err := os.Stat(file); err != nil {
+				fmt.Fprintf(stderr, "%s: warning: secret file %s cannot be read here (%v); serve will need it\n", path, file, statReason(err))
+			}
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d backends, %d tools, revision %s)\n", path, len(cat.Backends), len(cat.Tools), cat.Revision)
 	}
 	if failed {
 		return exitError(1)
 	}
 	return nil
+}
+
+// statReason is the system's reason in a Stat error ("no such file or
+// directory"), without the path it repeats.
+func statReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -187,3 +187,54 @@ tools:
 		t.Errorf("stderr = %q: the quoted argument is warned about", got)
 	}
 }
+
+// TestValidateWarnsAboutMissingSecrets: a ${NAME} that is unset here and a
+// ${file:PATH} that does not exist here are warned about (serve would
+// refuse to start), without failing the catalog; a file that exists is not.
+func TestValidateWarnsAboutMissingSecrets(t *testing.T) {
+	dir := t.TempDir()
+	present := filepath.Join(dir, "present-token")
+	if err := os.WriteFile(present, []byte("s3cret-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing-token")
+	path := filepath.Join(dir, "secrets.yaml")
+	src := `version: 1
+backends:
+  hpc:
+    type: rest
+    base_url: "https://hpc.example.com/api"
+    headers:
+      X-API-Token: "${file:` + missing + `}"
+      X-Other: "${file:` + present + `}"
+      X-Team: "${VALIDATE_TEST_UNSET_VAR}"
+tools:
+  - name: run
+    description: Runs a job.
+    backend: hpc
+    input_schema: {type: object}
+    job:
+      start: {path: /jobs}
+      job_id: {field: id}
+      status: {path: "/jobs/{job.id}", field: state, states: {DONE: succeeded}}
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := validate([]string{path}, catalogTypes(), &stdout, &stderr); err != nil {
+		t.Fatalf("validate = %v, want success with warnings\n%s", err, stderr.String())
+	}
+	got := stderr.String()
+	for _, want := range []string{
+		path + ": warning: environment variable VALIDATE_TEST_UNSET_VAR is not set here; serve will need it\n",
+		path + ": warning: secret file " + missing + " cannot be read here (no such file or directory); serve will need it\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, present) {
+		t.Errorf("stderr warns about the secret file that exists:\n%s", got)
+	}
+}

@@ -228,6 +228,66 @@ export function checkBatchExchange(x) {
   };
 }
 
+// AWS_COMMON_ERRORS are the errors any AWS API may answer although no
+// operation of its model declares them, with their HTTP statuses: AWS's
+// "Common Errors" (the API references' CommonErrors page), the JSON
+// protocols' credential errors, restJson1's unknown operation, and
+// Batch's documented throttling error (429 TooManyRequestsException, "AWS
+// Batch requests error", AWS re:Post). Anything else an operation does not
+// declare is a violation, such as ServiceUnavailableException, which no
+// Batch operation declares.
+export const AWS_COMMON_ERRORS = {
+  AccessDeniedException: [400, 403],
+  ExpiredTokenException: [400, 403],
+  IncompleteSignature: [400],
+  InternalFailure: [500, 502, 504],
+  InvalidAction: [400],
+  InvalidClientTokenId: [403],
+  InvalidSignatureException: [400, 403],
+  NotAuthorized: [400],
+  OptInRequired: [403],
+  RequestExpired: [400],
+  ServiceUnavailable: [503],
+  ThrottlingException: [400],
+  TooManyRequestsException: [429],
+  UnknownOperationException: [404],
+  UnrecognizedClientException: [400, 403],
+  ValidationError: [400],
+};
+
+// errorType is the error type an answer names (x-amzn-ErrorType, or the
+// body's __type), without namespace or suffix; undefined when none.
+function errorType(x) {
+  let type = headerValue(x.response_headers, "x-amzn-ErrorType");
+  if (!type) {
+    try {
+      const body = JSON.parse(x.response_body || "");
+      if (body && typeof body.__type === "string") type = body.__type;
+    } catch {
+      // not JSON: no type
+    }
+  }
+  return type ? type.split(":")[0].split("#").pop() : undefined;
+}
+
+// checkErrorType reports an error type the operation does not declare and
+// that is no AWS common error, and a status the model (or the common
+// errors' table) does not give it.
+function checkErrorType(m, name, type, status, violations) {
+  const declared = m.opErrors.get(name) || [];
+  if (declared.includes(type)) {
+    if (m.errorStatus.get(type) !== status) {
+      violations.push({ where: "response.status", message: `${type} is HTTP ${m.errorStatus.get(type)} in the model, got ${status}`, schemaPath: `model shapes.${type}.error.httpStatusCode` });
+    }
+  } else if (Object.hasOwn(AWS_COMMON_ERRORS, type)) {
+    if (!AWS_COMMON_ERRORS[type].includes(status)) {
+      violations.push({ where: "response.status", message: `${type} is HTTP ${AWS_COMMON_ERRORS[type].join(" or ")} among AWS's common errors, got ${status}`, schemaPath: `AWS common errors ${type}` });
+    }
+  } else {
+    violations.push({ where: "response.error", message: `${name} does not declare error ${type} (declared: ${declared.join(", ") || "none"}), and it is no AWS common error`, schemaPath: `model operations.${name}.errors` });
+  }
+}
+
 function checkBatchExchangeAll(x) {
   const m = loadModel();
   const violations = [];
@@ -246,7 +306,14 @@ function checkBatchExchangeAll(x) {
   if (req.ok) {
     validateShape(m, op.input || { type: "structure", members: {} }, req.value === undefined ? {} : req.value, "request.body", name + "Request", violations);
   }
-  if (x.injected) return { violations, exceptions: [] };
+  if (x.injected) {
+    // A fault a test injected chooses its status, and its body may be made
+    // up; the error type it names is the fake's choice, and must be one the
+    // operation declares or any AWS API may answer.
+    const type = errorType(x);
+    if (type) checkErrorType(m, name, type, Number(x.status), violations);
+    return { violations, exceptions: [] };
+  }
 
   if (!headerValue(x.response_headers, "x-amzn-RequestId")) {
     violations.push({ where: "response.headers", message: "x-amzn-RequestId header is missing (every restJson1 answer carries one)", schemaPath: "restJson1" });
@@ -260,19 +327,12 @@ function checkBatchExchangeAll(x) {
   }
   // An error answer: its type must be one the operation declares, with the
   // HTTP status the model gives that error.
-  let type = headerValue(x.response_headers, "x-amzn-ErrorType");
-  if (!type && resp.ok && resp.value && typeof resp.value.__type === "string") type = resp.value.__type;
+  const type = errorType(x);
   if (!type) {
     violations.push({ where: "response", message: `error answer ${status} names no error type (x-amzn-ErrorType header or __type)`, schemaPath: "restJson1" });
     return { violations, exceptions: [] };
   }
-  type = type.split(":")[0].split("#").pop();
-  const declared = m.opErrors.get(name) || [];
-  if (!declared.includes(type)) {
-    violations.push({ where: "response.error", message: `${name} does not declare error ${type} (declared: ${declared.join(", ") || "none"})`, schemaPath: `model operations.${name}.errors` });
-  } else if (m.errorStatus.get(type) !== status) {
-    violations.push({ where: "response.status", message: `${type} is HTTP ${m.errorStatus.get(type)} in the model, got ${status}`, schemaPath: `model shapes.${type}.error.httpStatusCode` });
-  }
+  checkErrorType(m, name, type, status, violations);
   if (resp.ok && resp.value !== undefined) {
     const body = resp.value;
     if (typeof body !== "object" || Array.isArray(body) || body === null) {

@@ -113,6 +113,27 @@ export const GITHUB_HTTP_RULES = {
     "an error status the operation does not list, validated against the description's shared answer for that status (components/responses: bad_request, requires_authentication, forbidden, not_found, validation_failed, internal_error, service_unavailable)",
 };
 
+// RATE_LIMIT_HEADERS are the headers GitHub sends on every REST answer
+// ("Checking the status of your rate limit", docs.github.com REST API rate
+// limits): the window's limit, what is left and used, when it resets (Unix
+// seconds) and which resource it counts.
+export const RATE_LIMIT_HEADERS = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-used", "x-ratelimit-reset", "x-ratelimit-resource"];
+
+// checkRateLimitHeaders reports an answer (dropped connections have none)
+// that lacks one of RATE_LIMIT_HEADERS, or carries one that is not what
+// GitHub sends (a non-negative integer; the resource a word).
+function checkRateLimitHeaders(x, v) {
+  if (!x.status) return;
+  for (const h of RATE_LIMIT_HEADERS) {
+    const val = headerValue(x.response_headers, h);
+    if (val === undefined) {
+      v("response.headers." + h, `the ${x.status} answer has no ${h} header (GitHub sends the rate-limit headers on every REST answer)`, "rest rate limits: x-ratelimit-*");
+    } else if (h === "x-ratelimit-resource" ? !/^[a-z_]+$/.test(val) : !/^[0-9]+$/.test(val)) {
+      v("response.headers." + h, `${h} is ${JSON.stringify(val)}, not ${h === "x-ratelimit-resource" ? "a resource name" : "a non-negative integer"}`, "rest rate limits: x-ratelimit-*");
+    }
+  }
+}
+
 // Shared error answers of the description, by status.
 const SHARED_ERRORS = {
   400: "bad_request",
@@ -314,7 +335,11 @@ export function checkGithubExchange(x) {
     v("request.body", `${x.method} ${op.template} documents no request body`, opPtr);
   }
 
-  // Answer. Faults a test injected on purpose carry made-up answers.
+  // Answer. GitHub sends its rate-limit headers on every REST answer, a
+  // refusal, an error and a fault a test injected included: the fake adds
+  // them itself, so they are checked on every answer.
+  checkRateLimitHeaders(x, v);
+  // Faults a test injected on purpose carry made-up answers otherwise.
   if (x.injected) return { violations, exceptions };
   const status = String(x.status);
   const responses = operation.responses || {};

@@ -46,7 +46,9 @@ const invalid = [
   { file: "invalid/github-304-unconditional.jsonl", backend: "github", where: "response.status", message: /status 304 is not documented/, schema: /responses$/ },
   { file: "invalid/github-422-not-an-error-object.jsonl", backend: "github", where: "response.body", message: /required property 'message'/, schema: /components\/responses\/validation_failed/, count: 2 },
   { file: "invalid/batch-submit-missing-jobqueue.jsonl", backend: "batch", where: "request.body.jobQueue", message: /required member jobQueue is missing/, schema: /required/ },
-  { file: "invalid/batch-undeclared-error.jsonl", backend: "batch", where: "response.error", message: /does not declare error TooManyRequestsException/, schema: /DescribeJobs\.errors/ },
+  { file: "invalid/batch-undeclared-error.jsonl", backend: "batch", where: "response.error", message: /does not declare error ServiceUnavailableException .*no AWS common error/, schema: /DescribeJobs\.errors/ },
+  { file: "invalid/batch-injected-undeclared-error.jsonl", backend: "batch", where: "response.error", message: /does not declare error ServiceUnavailableException/, schema: /DescribeJobs\.errors/ },
+  { file: "invalid/github-422-without-ratelimit-headers.jsonl", backend: "github", where: "response.headers.x-ratelimit-limit", message: /422 answer has no x-ratelimit-limit header/, schema: /x-ratelimit/, count: 5 },
   { file: "invalid/batch-bad-enum.jsonl", backend: "batch", where: "response.body.jobs[0].status", message: /"CANCELLED" is not one of JobStatus/, schema: /enum JobStatus/ },
   { file: "invalid/batch-running-without-startedat.jsonl", backend: "batch", where: "response.body.jobs[0].startedAt", message: /required member startedAt is missing/, schema: /required/ },
   { file: "invalid/batch-server-exception-status.jsonl", backend: "batch", where: "response.status", message: /ServerException is HTTP 500 in the model, got 503/, schema: /ServerException/ },
@@ -70,6 +72,24 @@ for (const c of invalid) {
     }
   });
 }
+
+test("AWS's common errors and Batch's throttling error pass on any operation, with their statuses", async () => {
+  const { checkBatchExchange } = await import("../lib/batch.mjs");
+  const answer = (status, type, injected) => ({
+    backend: "batch", method: "POST", path: "/v1/describejobs", query: "", request_headers: { "Content-Type": ["application/json"] },
+    request_body: JSON.stringify({ jobs: ["0d3b1e2a-6c1f-4f7e-9a55-1b2c3d4e5f60"] }), status,
+    response_headers: { "Content-Type": ["application/json"], "X-Amzn-Requestid": ["8f7c9d2e-1111-4a5b-9c3d-0e1f2a3b4c5d"], "X-Amzn-Errortype": [type] },
+    response_body: JSON.stringify({ __type: type, message: "m" }), operation: "DescribeJobs", injected,
+  });
+  for (const injected of [false, true]) {
+    for (const [status, type] of [[429, "TooManyRequestsException"], [503, "ServiceUnavailable"], [403, "UnrecognizedClientException"], [403, "ExpiredTokenException"], [500, "ServerException"]]) {
+      assert.deepEqual(checkBatchExchange(answer(status, type, injected)).violations, [], `${status} ${type}${injected ? " (injected)" : ""}`);
+    }
+    const wrong = checkBatchExchange(answer(500, "ServiceUnavailable", injected)).violations;
+    assert.equal(wrong.length, 1, JSON.stringify(wrong));
+    assert.match(wrong[0].message, /ServiceUnavailable is HTTP 503 among AWS's common errors, got 500/);
+  }
+});
 
 test("an injected fault's answer is not validated, its request still is", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spec-check-"));
@@ -136,7 +156,11 @@ test("the created exception covers search syntax only, not any string", async ()
     const r = checkGithubExchange({
       backend: "github", method: "GET", path: "/repos/o/r/actions/workflows/ci.yml/runs",
       query: new URLSearchParams({ created: c.created }).toString(), status: 200,
-      response_headers: { "Content-Type": "application/json" }, response_body: JSON.stringify({ total_count: 0, workflow_runs: [] }),
+      response_headers: {
+        "Content-Type": "application/json", "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+        "X-RateLimit-Used": "1", "X-RateLimit-Reset": "1796119200", "X-RateLimit-Resource": "core",
+      },
+      response_body: JSON.stringify({ total_count: 0, workflow_runs: [] }),
       injected: false,
     });
     assert.equal(r.exceptions.includes("created-search-syntax"), c.exception, c.created);

@@ -904,8 +904,9 @@ func TestErrorAnswers(t *testing.T) {
 		{"success", nil, http.StatusOK, ""},
 		{"default fault", &Fault{}, http.StatusInternalServerError, "ServerException"},
 		{"ServerException is a 500", &Fault{Status: http.StatusBadGateway, Code: "ServerException"}, http.StatusInternalServerError, "ServerException"},
-		{"503", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable, "ServiceUnavailableException"},
+		{"503", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable, "ServiceUnavailable"},
 		{"throttled", &Fault{Status: http.StatusTooManyRequests}, http.StatusTooManyRequests, "TooManyRequestsException"},
+		{"403", &Fault{Status: http.StatusForbidden}, http.StatusForbidden, "AccessDeniedException"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,12 @@
 //	404 UnknownOperationException      another path or method
 //	429 TooManyRequestsException       only when injected (see Faults)
 //	500 ServerException                only when injected (the model's only server error; always a 500)
-//	503 ServiceUnavailableException    only when injected
+//	503 ServiceUnavailable             only when injected (an AWS common error: no operation declares a 503)
+//
+// The codes an operation does not declare are AWS's common errors, which any
+// AWS API may answer (UnrecognizedClientException, ServiceUnavailable,
+// InternalFailure, ...), and Batch's documented throttling error,
+// TooManyRequestsException; `make spec-check` holds the fake to that.
 //
 // Every answer, success or error, carries an x-amzn-RequestId header (a
 // random UUID), as Batch's do.

@@ -246,8 +246,10 @@ type Fault struct {
 	// __type. Default: TooManyRequestsException for 429, ServerException
 	// for 500 (the service model's only server error, always a 500: a
 	// fault with this code is answered 500 whatever Status says),
-	// ServiceUnavailableException for 503, InternalFailure for another
-	// 5xx, ClientException otherwise.
+	// ServiceUnavailable (AWS's common error; no Batch operation declares a
+	// 503) for 503, InternalFailure for another 5xx,
+	// AccessDeniedException (an AWS common error) for 403, ClientException
+	// otherwise.
 	Code string
 	// AfterHandling handles the request normally first (creating the job,
 	// stopping it, ...) and only then answers the error: the client cannot
@@ -278,9 +280,11 @@ func (s *Server) Inject(f Fault) {
 		case f.Status == http.StatusInternalServerError:
 			f.Code = "ServerException"
 		case f.Status == http.StatusServiceUnavailable:
-			f.Code = "ServiceUnavailableException"
+			f.Code = "ServiceUnavailable"
 		case f.Status >= 500:
 			f.Code = "InternalFailure"
+		case f.Status == http.StatusForbidden:
+			f.Code = "AccessDeniedException"
 		default:
 			f.Code = "ClientException"
 		}

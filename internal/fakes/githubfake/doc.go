@@ -37,9 +37,11 @@
 // on GitHub, while GET runs/{id} reads it at once.
 //
 // Every JSON GET answer carries a weak ETag; a request whose If-None-Match
-// matches is answered 304 with no body. Requests carry rate-limit headers
-// (x-ratelimit-limit, -remaining, -used, -reset, -resource) from a window per
-// token of [Options.RateLimit] requests an hour; 304 answers do not count.
+// matches is answered 304 with no body. Every REST answer carries rate-limit
+// headers (x-ratelimit-limit, -remaining, -used, -reset, -resource), as
+// GitHub's do, refusals, errors and injected faults included, from a window
+// per token of [Options.RateLimit] requests an hour; 304 answers and
+// injected faults do not count.
 // When the window is spent the answer is 403 with x-ratelimit-remaining 0.
 // A 401 carries the headers of the unauthenticated window (60 an hour).
 // With [Options.SecondaryLimits] the secondary limits apply too (100

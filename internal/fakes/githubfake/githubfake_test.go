@@ -368,3 +368,58 @@ func TestAuthAndVersion(t *testing.T) {
 func notRecorded(t *testing.T) {
 	t.Setenv(ExchangesEnv, "")
 }
+
+// TestEveryAnswerCarriesRateLimitHeaders: GitHub sends the x-ratelimit-*
+// headers on every REST answer, so the fake does too: on a dispatch it
+// refuses with 422, on injected faults, on a 401 and on a 400 for an
+// unknown API version.
+func TestEveryAnswerCarriesRateLimitHeaders(t *testing.T) {
+	tests := []struct {
+		name       string
+		fault      *Fault
+		path, auth string
+		version    string
+		body       string
+		wantStatus int
+	}{
+		{name: "dispatch of an unknown ref", path: "/repos/o/r/actions/workflows/ci.yml/dispatches", body: `{"ref":"no-such-branch"}`, wantStatus: 422},
+		{name: "injected 422", fault: &Fault{Status: 422, Message: "Unexpected inputs provided"}, path: "/repos/o/r/actions/workflows/ci.yml/dispatches", body: `{"ref":"main"}`, wantStatus: 422},
+		{name: "injected 503", fault: &Fault{}, path: "/repos/o/r/actions/workflows/ci.yml/dispatches", body: `{"ref":"main"}`, wantStatus: 503},
+		{name: "bad credentials", auth: "Bearer wrong", path: "/repos/o/r/actions/workflows/ci.yml/dispatches", body: `{"ref":"main"}`, wantStatus: 401},
+		{name: "unknown API version", version: "1999-01-01", path: "/repos/o/r/actions/workflows/ci.yml/dispatches", body: `{"ref":"main"}`, wantStatus: 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.Refs = []string{"main"} })
+			if tt.fault != nil {
+				f.srv.Inject(*tt.fault)
+			}
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.gh.BaseURL()+strings.TrimPrefix(tt.path, "/"), strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			auth := "Bearer " + token
+			if tt.auth != "" {
+				auth = tt.auth
+			}
+			req.Header.Set("Authorization", auth)
+			req.Header.Set("Content-Type", "application/json")
+			if tt.version != "" {
+				req.Header.Set("X-GitHub-Api-Version", tt.version)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("answer %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+			for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Used", "X-RateLimit-Reset", "X-RateLimit-Resource"} {
+				if resp.Header.Get(h) == "" {
+					t.Errorf("the %d answer has no %s header", resp.StatusCode, h)
+				}
+			}
+		})
+	}
+}

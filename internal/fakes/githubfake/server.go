@@ -556,6 +556,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.rate, resp.noCharge = s.window(bearer(r.Header.Get("Authorization"))), true
 		}
 	}
+	if resp.rate == nil && resp.header.Get("X-RateLimit-Limit") == "" && !strings.HasPrefix(r.URL.Path, "/_blobs/") {
+		// GitHub sends the x-ratelimit-* headers on every REST answer: a
+		// refusal, an error and an answer before routing too. An injected
+		// fault shows them without counting, so that a test's faults do
+		// not change its rate-limit arithmetic.
+		resp.rate = s.windowFor(r)
+		resp.noCharge = resp.noCharge || faulted
+	}
 	s.finish(r, &resp)
 	s.mu.Unlock()
 
@@ -649,6 +657,20 @@ func bearer(h string) string {
 // unauthenticatedLimit is GitHub's primary limit for requests without
 // valid credentials, per hour.
 const unauthenticatedLimit = 60
+
+// windowFor returns the rate-limit window a request counts against: its
+// token's, the app's for a JWT-authenticated token exchange, or its
+// address's unauthenticated one. It runs with s.mu held.
+func (s *Server) windowFor(r *http.Request) *window {
+	token := bearer(r.Header.Get("Authorization"))
+	if _, ok := appTokensPath(r.URL.Path); ok && s.appKey != nil {
+		return s.windowOf("app", s.rateLimit)
+	}
+	if s.authorized(token) {
+		return s.window(token)
+	}
+	return s.windowOf("unauthenticated "+r.RemoteAddr, unauthenticatedLimit)
+}
 
 // window returns the token's current rate-limit window.
 func (s *Server) window(token string) *window { return s.windowOf(token, s.rateLimit) }

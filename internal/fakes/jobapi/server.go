@@ -180,6 +180,10 @@ type Fault struct {
 	// (empty when there is none, such as a start fault without
 	// AfterHandling).
 	Body string
+	// ContentType, when set, is the answer's Content-Type instead of
+	// application/json: for example "text/html" for a proxy's error page
+	// in Body.
+	ContentType string
 	// Location, when set, is sent as the Location header, with "{id}"
 	// replaced as in Body: for example "http://elsewhere.example/jobs/{id}".
 	Location string
@@ -242,11 +246,12 @@ func (s *Server) takeFault(method, path string) (Fault, bool) {
 
 // response is an answer computed under the lock and written after it.
 type response struct {
-	status   int
-	location string
-	allow    string
-	body     any
-	raw      []byte // written instead of body when set
+	status      int
+	contentType string // default application/json
+	location    string
+	allow       string
+	body        any
+	raw         []byte // written instead of body when set
 }
 
 func errorResponse(status int, format string, args ...any) response {
@@ -303,6 +308,7 @@ func faultResponse(f Fault, handled response, path string) response {
 	if f.Location != "" {
 		resp.location = strings.ReplaceAll(f.Location, "{id}", id)
 	}
+	resp.contentType = f.ContentType
 	return resp
 }
 
@@ -491,7 +497,7 @@ func (s *Server) answer(r *http.Request, id string, body []byte) response {
 
 func writeResponse(w http.ResponseWriter, resp response) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", cmp.Or(resp.contentType, "application/json"))
 	if resp.location != "" {
 		h.Set("Location", resp.location)
 	}
