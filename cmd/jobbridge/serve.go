@@ -97,8 +97,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *configPath == "" || len(positional) > 0 {
-		return cmd.usageError()
+	switch {
+	case *configPath == "":
+		return cmd.usageErrorf("missing --config FILE, the catalog to serve")
+	case len(positional) > 0:
+		return cmd.usageErrorf("unexpected argument %q (the catalog is given with --config FILE)", positional[0])
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -147,17 +150,20 @@ func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
 // loadCatalog loads a catalog and prints every problem in it.
 func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
 	cat, err := catalog.Load(path, catalogTypes()...)
-	if err != nil {
-		var errs catalog.Errors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				fmt.Fprintln(stderr, e)
-			}
-			return nil, exitError(1)
+	return cat, reportCatalogErrors(err, stderr)
+}
+
+// reportCatalogErrors prints each problem of a catalog that is not valid
+// and returns exit status 1; other errors are returned as they are.
+func reportCatalogErrors(err error, stderr io.Writer) error {
+	var errs catalog.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e)
 		}
-		return nil, err
+		return exitError(1)
 	}
-	return cat, nil
+	return err
 }
 
 func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
