@@ -179,7 +179,7 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		flags bool // has flags to list
 	}{
 		{"serve", true}, {"demo", true}, {"validate", false}, {"call", true}, {"task", true},
-		{"tools", true}, {"tasks", true}, {"try", true}, {"version", false},
+		{"tools", true}, {"tasks", true}, {"try", true}, {"version", false}, {"completion", false},
 	}
 	for _, c := range commands {
 		for _, h := range []string{"-h", "--help"} {

@@ -56,6 +56,12 @@ type serveConfig struct {
 	// eventsListen, when set, serves the backends' event endpoints on
 	// their own listener instead of the MCP listener.
 	eventsListen string
+	// configPath, when set, is the catalog's file, reloaded on SIGHUP and,
+	// when watch is positive, when its content changes (looked at every
+	// watch); reloadNow reloads it too (tests).
+	configPath string
+	watch      time.Duration
+	reloadNow  <-chan struct{}
 }
 
 const serveUsage = `usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store URL] [--stdio] [flags]
@@ -64,7 +70,9 @@ Serves the tools of a catalog over MCP: Streamable HTTP at /mcp (stateless
 for 2026-07-28 clients, sessions for 2025-11-25 ones), or stdin/stdout with
 --stdio. Each tool call starts a job on the tool's backend and, for clients
 that ask for tasks, returns a durable task handle at once. GET /healthz
-answers ok, GET /metrics serves metrics. Backends configured with an events:
+answers ok while the process runs (liveness), GET /readyz answers 200 when
+the catalog is loaded and the task store answers, 503 with the reason
+otherwise (readiness), GET /metrics serves metrics. Backends configured with an events:
 block receive pushed job events at POST /events/BACKEND (authenticated by
 the backend's signature, not by MCP auth), on --events-listen if given.
 
@@ -72,6 +80,12 @@ The task store is --store, else $JOBBRIDGE_STORE, else the catalog's
 server.store, else sqlite:jobbridge.db; postgres://... lets several replicas
 share it (they must also share $JOBBRIDGE_STATE_KEY). Without an auth: block
 in the catalog the server listens on loopback addresses only.
+
+SIGHUP reloads the catalog, and so does a change of its content with
+--watch: a catalog with errors is refused (logged with file:line:col, the old
+one stays); a valid one serves new calls at once, while live tasks keep the
+tools they started under, and clients with sessions are told
+(notifications/tools/list_changed).
 
 Example:
 
@@ -92,6 +106,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
 	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
 	eventsListen := fs.String("events-listen", "", "serve the backends' event endpoints (POST /events/BACKEND) on this `address` instead of --listen")
+	watch := fs.Bool("watch", false, "reload the catalog when its file's content changes (as SIGHUP does)")
+	watchInterval := fs.Duration("watch-interval", 5*time.Second, "with --watch, how often the catalog file is read")
 	httpLim := httpLimitFlags(fs)
 	positional, err := cmd.parse(args)
 	if err != nil {
@@ -124,7 +140,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim, eventsListen: *eventsListen}, os.LookupEnv, stdout, stderr)
+	cfg := serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim, eventsListen: *eventsListen, configPath: *configPath}
+	if *watch {
+		cfg.watch = max(*watchInterval, 10*time.Millisecond)
+	}
+	return serve(ctx, cfg, os.LookupEnv, stdout, stderr)
 }
 
 // parseLogFormat reads --log-format: text or json.
@@ -201,7 +221,8 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		return err
 	}
 	defer store.Close()
-	adapterSet, err := buildAdapters(cfg.catalog, adapterOptions{getenv: getenv, logger: logger, awsCredentials: cfg.awsCredentials})
+	adapterOpts := adapterOptions{getenv: getenv, logger: logger, awsCredentials: cfg.awsCredentials}
+	adapterSet, err := buildAdapters(cfg.catalog, adapterOpts)
 	if err != nil {
 		return err
 	}
@@ -231,6 +252,14 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		return err
 	}
 	defer b.Close()
+	current := func() *catalog.Catalog { return cfg.catalog }
+	if cfg.configPath != "" {
+		r := newReloader(cfg.configPath, cfg.catalog, b, adapterOpts, logger)
+		current = r.catalog
+		rctx, stopReloads := context.WithCancel(ctx)
+		defer stopReloads()
+		go r.run(rctx, cfg.watch, cfg.reloadNow)
+	}
 	if cfg.stdio {
 		logger.Info("serving MCP on stdio", "catalog", cfg.catalog.File, "tools", len(cfg.catalog.Tools))
 		return b.ServeStdio(ctx)
@@ -238,6 +267,19 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	ready := readiness{cat: current, hideIn: cfg.store}
+	ready.store, _ = store.(interface{ Ping(context.Context) error })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		ok, reason := ready.check(r.Context())
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %s\n", reason)
+			return
+		}
+		fmt.Fprintf(w, "ready: %s\n", reason)
+	})
 	mux.Handle("GET /metrics", b.MetricsHandler())
 	if backends := b.EventBackends(); len(backends) > 0 {
 		if cfg.eventsListen == "" {

@@ -94,7 +94,7 @@ func TestCompletionScripts(t *testing.T) {
 			t.Errorf("the bash script has no case for %s", name)
 		}
 	}
-	for _, want := range []string{"--config", "--listen", "--store", "--url", "--no-wait", "get watch answer cancel"} {
+	for _, want := range []string{"--config", "--listen", "--store", "--watch", "--url", "--no-wait", "get watch answer cancel"} {
 		if !strings.Contains(bash.String(), want) {
 			t.Errorf("the bash script does not offer %s", want)
 		}

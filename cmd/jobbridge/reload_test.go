@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
+	"github.com/jobbridge/jobbridge/taskclient"
+)
+
+// reloadServer is an in-process serve of a catalog file that reloads it on
+// a receive from reload (as on SIGHUP) or, when watched, by itself.
+type reloadServer struct {
+	url, file string
+	log       *syncBuffer
+	reload    chan struct{}
+}
+
+func startReloadServer(t *testing.T, watch time.Duration) *reloadServer {
+	t.Helper()
+	fake := jobapi.New(nil)
+	fakeURL, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	s := &reloadServer{file: writeReplicaCatalog(t, fakeURL), log: &syncBuffer{}, reload: make(chan struct{})}
+	cat, err := loadCatalog(s.file, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveConfig{
+			catalog:    cat,
+			configPath: s.file,
+			watch:      watch,
+			reloadNow:  s.reload,
+			listen:     "127.0.0.1:0",
+			store:      "sqlite:" + filepath.Join(t.TempDir(), "tasks.db"),
+			logLevel:   slog.LevelInfo,
+			sweep:      200 * time.Millisecond,
+			ready:      func(u string) { urls <- u },
+		}, func(string) (string, bool) { return "", false }, io.Discard, s.log)
+	}()
+	select {
+	case s.url = <-urls:
+	case err := <-done:
+		t.Fatalf("serve exited: %v\n%s", err, s.log)
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve never listened")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v\n%s", err, s.log)
+		}
+	})
+	return s
+}
+
+// edit rewrites the catalog file with old replaced by new.
+func (s *reloadServer) edit(t *testing.T, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(s.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), old, new, 1)
+	if text == string(data) {
+		t.Fatalf("the catalog has no %q", old)
+	}
+	if err := os.WriteFile(s.file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric returns the line of the metrics that starts with prefix.
+func (s *reloadServer) metric(t *testing.T, prefix string) string {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(s.url, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+func toolNames(t *testing.T, c *taskclient.Client) []string {
+	t.Helper()
+	tools, err := c.ListTools(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// A greeting tool added to the conformance catalog by the reload tests.
+const addedTool = `  - name: slow_compute
+`
+const addedToolText = `  - name: greet_again
+    description: Greets once more.
+    backend: jobs
+    task: optional
+    input_schema: {type: object}
+    job:
+      start:
+        path: /jobs
+        body: {duration_seconds: 0, output: "Hello again.", correlation_id: "{correlation_id}"}
+      job_id: {field: id}
+      status: *fake_status
+      cancel: *fake_cancel
+
+  - name: slow_compute
+`
+
+func TestReloadAddsAToolAndTellsSessions(t *testing.T) {
+	s := startReloadServer(t, 0)
+	changed := make(chan struct{}, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "reload-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+
+	s.edit(t, addedTool, addedToolText)
+	s.reload <- struct{}{}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the session got no notifications/tools/list_changed\n%s", s.log)
+	}
+	list, err := session.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range list.Tools {
+		found = found || tl.Name == "greet_again"
+	}
+	if !found {
+		t.Errorf("tools/list after the reload has no greet_again")
+	}
+	// New calls use it at once, from a client without a session too.
+	c := &taskclient.Client{URL: s.url, Tasks: true}
+	res, err := c.CallTool(t.Context(), "greet_again", map[string]any{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Task != nil {
+		task, err := taskclient.Wait(t.Context(), c, res.Task.TaskID, nil)
+		if err != nil || !strings.Contains(task.Result.Text(), "Hello again.") {
+			t.Errorf("greet_again: %v %+v", err, task)
+		}
+	} else if !strings.Contains(res.Result.Text(), "Hello again.") {
+		t.Errorf("greet_again answered %q", res.Result.Text())
+	}
+	if got := s.metric(t, `jobbridge_catalog_reloads_total{outcome="applied"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("reload metric %q, want 1 applied", got)
+	}
+}
+
+func TestReloadRefusesABadCatalogAndKeepsServing(t *testing.T) {
+	s := startReloadServer(t, 20*time.Millisecond)
+	c := &taskclient.Client{URL: s.url, Tasks: true}
+	before := toolNames(t, c)
+	// A typo in a key, on a line the error must point at.
+	s.edit(t, "    backend: jobs\n    task: optional\n    input_schema:\n      type: object\n      properties:\n        seconds:", "    backend: jobs\n    tsak: optional\n    input_schema:\n      type: object\n      properties:\n        seconds:")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.log.String(), "catalog reload failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watched change was not reloaded:\n%s", s.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(s.log.String(), "at="+s.file+":") || !strings.Contains(s.log.String(), "tsak") {
+		t.Errorf("the log does not say where the problem is (file:line:col):\n%s", s.log)
+	}
+	if got := toolNames(t, c); strings.Join(got, ",") != strings.Join(before, ",") {
+		t.Errorf("tools after a refused reload %v, want %v", got, before)
+	}
+	if got := s.metric(t, `jobbridge_catalog_reloads_total{outcome="failed"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("reload metric %q, want 1 failed", got)
+	}
+	// The same bad file is not refused again on every look; a fixed one
+	// is applied.
+	time.Sleep(100 * time.Millisecond)
+	if got := s.metric(t, `jobbridge_catalog_reloads_total{outcome="failed"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("reload metric %q after more looks at the same file, want still 1 failed", got)
+	}
+	s.edit(t, "tsak: optional", "task: optional")
+	s.edit(t, addedTool, addedToolText)
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(strings.Join(toolNames(t, c), ","), "greet_again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fixed catalog was not applied:\n%s", s.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLiveTaskOfARemovedToolEnds removes a tool while its task runs: the
+// task is still observed and cancelled with the tool it started under.
+func TestLiveTaskOfARemovedToolEnds(t *testing.T) {
+	s := startReloadServer(t, 0)
+	c := &taskclient.Client{URL: s.url, Tasks: true}
+	done, err := c.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 0.5, "label": "before"}, nil)
+	if err != nil || done.Task == nil {
+		t.Fatalf("slow_compute: %v %+v", err, done)
+	}
+	cancelled, err := c.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 60, "label": "long"}, nil)
+	if err != nil || cancelled.Task == nil {
+		t.Fatalf("slow_compute: %v %+v", err, cancelled)
+	}
+	s.edit(t, "  - name: slow_compute\n", "  - name: slow_compute_v2\n")
+	s.reload <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(strings.Join(toolNames(t, c), ","), "slow_compute,") {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow_compute is still listed after the reload:\n%s", s.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	task, err := taskclient.Wait(t.Context(), c, done.Task.TaskID, nil)
+	if err != nil || task.Status != "completed" || !strings.Contains(task.Result.Text(), "Computed before") {
+		t.Errorf("the task of the removed tool: %v %+v", err, task)
+	}
+	if err := c.CancelTask(t.Context(), cancelled.Task.TaskID); err != nil {
+		t.Fatalf("cancelling the task of the removed tool: %v", err)
+	}
+	task, err = taskclient.Wait(t.Context(), c, cancelled.Task.TaskID, nil)
+	if err != nil || task.Status != "cancelled" {
+		t.Errorf("the cancelled task of the removed tool: %v %+v", err, task)
+	}
+}
