@@ -97,12 +97,17 @@ func (r *reloader) reload(why string, onlyIfChanged bool) error {
 	return nil
 }
 
-// run reloads on SIGHUP, on a receive from manual (tests), and, when watch
-// is positive, when the file changes (looked at every watch), until ctx
-// ends.
-func (r *reloader) run(ctx context.Context, watch time.Duration, manual <-chan struct{}) {
+// start reloads on SIGHUP, on a receive from manual (tests), and, when
+// watch is positive, when the file changes (looked at every watch), until
+// ctx ends. SIGHUP is caught from its return on: it no longer ends the
+// process.
+func (r *reloader) start(ctx context.Context, watch time.Duration, manual <-chan struct{}) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	go r.run(ctx, hup, watch, manual)
+}
+
+func (r *reloader) run(ctx context.Context, hup chan os.Signal, watch time.Duration, manual <-chan struct{}) {
 	defer signal.Stop(hup)
 	var tick <-chan time.Time
 	if watch > 0 {

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,5 +259,75 @@ func TestLiveTaskOfARemovedToolEnds(t *testing.T) {
 	task, err = taskclient.Wait(t.Context(), c, cancelled.Task.TaskID, nil)
 	if err != nil || task.Status != "cancelled" {
 		t.Errorf("the cancelled task of the removed tool: %v %+v", err, task)
+	}
+}
+
+// TestSIGHUPReloadsTheBinary sends SIGHUP to a real jobbridge serve: a
+// catalog with an error leaves the process and its tools as they were, a
+// valid one adds its tool.
+func TestSIGHUPReloadsTheBinary(t *testing.T) {
+	bin := buildBinary(t)
+	fake := jobapi.New(nil)
+	fakeURL, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	s := &reloadServer{file: writeReplicaCatalog(t, fakeURL), log: &syncBuffer{}}
+	cmd := exec.Command(bin, "serve", "--config", s.file, "--store", "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"), "--listen", "127.0.0.1:0")
+	cmd.Stderr = s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	urlRE := regexp.MustCompile(`url=(http://\S+/mcp)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for s.url == "" {
+		if m := urlRE.FindStringSubmatch(s.log.String()); m != nil {
+			s.url = m[1]
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("jobbridge serve exited: %v\n%s", err, s.log)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobbridge serve never listened:\n%s", s.log)
+		}
+	}
+	c := &taskclient.Client{URL: s.url, Tasks: true}
+	before := strings.Join(toolNames(t, c), ",")
+	s.edit(t, "version: 1", "version: 1\nbogus_key: true")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, s.log, "catalog reload failed", exited)
+	if got := strings.Join(toolNames(t, c), ","); got != before {
+		t.Errorf("tools after a refused reload: %s, want %s", got, before)
+	}
+	s.edit(t, "\nbogus_key: true", "")
+	s.edit(t, addedTool, addedToolText)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, s.log, "catalog reloaded", exited)
+	if got := strings.Join(toolNames(t, c), ","); !strings.Contains(got, "greet_again") {
+		t.Errorf("tools after the reload: %s, want greet_again among them", got)
+	}
+}
+
+func waitLog(t *testing.T, log *syncBuffer, want string, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), want) {
+		select {
+		case err := <-exited:
+			t.Fatalf("jobbridge serve exited: %v\n%s", err, log)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log:\n%s", want, log)
+		}
 	}
 }

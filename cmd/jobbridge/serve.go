@@ -258,7 +258,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		current = r.catalog
 		rctx, stopReloads := context.WithCancel(ctx)
 		defer stopReloads()
-		go r.run(rctx, cfg.watch, cfg.reloadNow)
+		r.start(rctx, cfg.watch, cfg.reloadNow)
 	}
 	if cfg.stdio {
 		logger.Info("serving MCP on stdio", "catalog", cfg.catalog.File, "tools", len(cfg.catalog.Tools))
