@@ -77,8 +77,11 @@ block receive pushed job events at POST /events/BACKEND (authenticated by
 the backend's signature, not by MCP auth), on --events-listen if given.
 
 The task store is --store, else $JOBBRIDGE_STORE, else the catalog's
-server.store, else sqlite:jobbridge.db; postgres://... lets several replicas
-share it (they must also share $JOBBRIDGE_STATE_KEY). Without an auth: block
+server.store, else sqlite:jobbridge.db (with --stdio: tasks.db in the user's
+state directory, printed at start); postgres://... lets several replicas
+share it. The state key (signs argument collection, seals task IDs in task
+lists) is $JOBBRIDGE_STATE_KEY, else one generated once and kept in the
+store, which replicas on one store share. Without an auth: block
 in the catalog the server listens on loopback addresses only.
 
 SIGHUP reloads the catalog, and so does a change of its content with
@@ -136,6 +139,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *store == "" {
 		*store = os.Expand(cat.Server.Store, os.Getenv)
+	}
+	if *store == "" && *stdio {
+		path, err := defaultStdioStore()
+		if err != nil {
+			return err
+		}
+		*store = "sqlite:" + path
+		// A desktop client shows the server's stderr in its log.
+		fmt.Fprintf(stderr, "jobbridge: task store %s (the user's state directory; --store or $JOBBRIDGE_STORE choose another)\n", path)
 	}
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
@@ -229,6 +241,16 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	stateKey, err := stateKeyFrom(os.LookupEnv)
 	if err != nil {
 		return err
+	}
+	if stateKey == nil {
+		// Kept with the tasks, so that task lists and argument collection
+		// survive restarts, and replicas on one store share it.
+		if k, ok := store.(stateKeeper); ok {
+			if stateKey, err = k.StateKey(ctx, newStateKey); err != nil {
+				return redactDSN(err, cfg.store)
+			}
+			logger.Debug("state key kept in the task store (JOBBRIDGE_STATE_KEY overrides it)")
+		}
 	}
 	tp, stopTracing, err := newTracerProvider(ctx, getenv)
 	if err != nil {
@@ -329,12 +351,15 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	return srv.Shutdown(sctx)
 }
 
+// stateKeeper is a store that keeps the state key the servers on it share
+// (mapping/sqlite and mapping/postgres do).
+type stateKeeper interface {
+	StateKey(ctx context.Context, generate func() []byte) ([]byte, error)
+}
+
 // eventsPrefix is where the backends' event endpoints live.
 const eventsPrefix = "/events/"
 
-// stateKeyFrom reads the key that signs multi-round argument collection from
-// JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64). Replicas behind one
-// load balancer must share it; without it each process picks a random key.
 // newTracerProvider returns the provider of the bridge's spans: OTLP over
 // HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 // is set (the exporter reads the other standard OTEL_EXPORTER_OTLP_*
@@ -359,6 +384,9 @@ func newTracerProvider(ctx context.Context, getenv func(string) (string, bool)) 
 	}, nil
 }
 
+// stateKeyFrom reads the key that signs multi-round argument collection from
+// JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64); nil when it is
+// unset, and the store's kept key is used (see stateKeeper).
 func stateKeyFrom(getenv func(string) (string, bool)) ([]byte, error) {
 	v, ok := getenv("JOBBRIDGE_STATE_KEY")
 	if !ok || v == "" {
