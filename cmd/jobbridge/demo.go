@@ -156,14 +156,16 @@ is removed then.
 
 const demoUsage = `usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth] [--log-level L] [--log-format text|json]
 
-Serves a catalog as "jobbridge serve" does, offline: every backend points at
-an in-process fake (rest backends at a REST job API, aws_batch at an AWS
-Batch fake reached through the real AWS SDK, github_actions at a GitHub REST
-fake), environment references that are unset expand to placeholders, and
-the task store is a SQLite file in a temporary directory removed on exit.
-It prints the URL and a command to try one of the catalog's tools; with
---auth every request needs an OAuth bearer token from a built-in test
-issuer, and the printed command carries one.
+Serves a catalog (without --config, the demo catalog built into the binary,
+so that it works from any directory) as "jobbridge serve" does, offline:
+every backend points at an in-process fake (rest backends at a REST job
+API, aws_batch at an AWS Batch fake reached through the real AWS SDK,
+github_actions at a GitHub REST fake), environment references that are unset
+expand to placeholders, and the task store is a SQLite file in a temporary
+directory removed on exit. It prints the URL and commands to try one of the
+catalog's tools, with the URL in $JOBBRIDGE_URL; with --auth every request
+needs an OAuth bearer token from a built-in test issuer, and the printed
+commands carry one in $JOBBRIDGE_TOKEN.
 
 Example:
 
