@@ -141,24 +141,48 @@ const addedToolText = `  - name: greet_again
 
 func TestReloadAddsAToolAndTellsSessions(t *testing.T) {
 	s := startReloadServer(t, 0)
-	changed := make(chan struct{}, 4)
-	client := mcp.NewClient(&mcp.Implementation{Name: "reload-test", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	})
-	session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
+	// A 2025-11-25 session hears it on its session stream; a 2026-07-28
+	// client on the subscriptions/listen stream it opens for tool changes.
+	versions := []string{"2025-11-25", "2026-07-28"}
+	changed := map[string]chan struct{}{}
+	sessions := map[string]*mcp.ClientSession{}
+	for _, v := range versions {
+		ch := make(chan struct{}, 4)
+		changed[v] = ch
+		client := mcp.NewClient(&mcp.Implementation{Name: "reload-test", Version: "1"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
+		})
+		session, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		defer session.Close()
+		sessions[v] = session
 	}
-	defer session.Close()
-
 	s.edit(t, addedTool, addedToolText)
 	s.reload <- struct{}{}
 	select {
-	case <-changed:
+	case <-changed["2025-11-25"]:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the session got no notifications/tools/list_changed\n%s", s.log)
+		t.Errorf("the 2025-11-25 session got no notifications/tools/list_changed\n%s", s.log)
 	}
-	list, err := session.ListTools(t.Context(), nil)
+	// The 2026-07-28 client opens its listen stream in the background after
+	// connecting: a reload before it is open is not heard on it, so the
+	// catalog changes again (a new description) until one is.
+	for i := 0; ; i++ {
+		select {
+		case <-changed["2026-07-28"]:
+		case <-time.After(time.Second):
+			if i == 10 {
+				t.Fatalf("the 2026-07-28 client got no notifications/tools/list_changed\n%s", s.log)
+			}
+			s.edit(t, "description: Greets once more", "description: Greets once more!")
+			s.reload <- struct{}{}
+			continue
+		}
+		break
+	}
+	list, err := sessions["2025-11-25"].ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
