@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
+	"github.com/jobbridge/jobbridge/internal/pgtest"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
@@ -37,7 +38,13 @@ func startReloadServer(t *testing.T, watch time.Duration) *reloadServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
-	s := &reloadServer{file: writeReplicaCatalog(t, fakeURL), log: &syncBuffer{}, reload: make(chan struct{})}
+	return startReloadReplica(t, writeReplicaCatalog(t, fakeURL), "sqlite:"+filepath.Join(t.TempDir(), "tasks.db"), watch)
+}
+
+// startReloadReplica serves the catalog file on the store given.
+func startReloadReplica(t *testing.T, file, store string, watch time.Duration) *reloadServer {
+	t.Helper()
+	s := &reloadServer{file: file, log: &syncBuffer{}, reload: make(chan struct{})}
 	cat, err := loadCatalog(s.file, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func startReloadServer(t *testing.T, watch time.Duration) *reloadServer {
 			watch:      watch,
 			reloadNow:  s.reload,
 			listen:     "127.0.0.1:0",
-			store:      "sqlite:" + filepath.Join(t.TempDir(), "tasks.db"),
+			store:      store,
 			logLevel:   slog.LevelInfo,
 			sweep:      200 * time.Millisecond,
 			ready:      func(u string) { urls <- u },
@@ -353,5 +360,54 @@ func waitLog(t *testing.T, log *syncBuffer, want string, exited <-chan error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in the log:\n%s", want, log)
 		}
+	}
+}
+
+// TestReplicasReloadAtDifferentMoments runs two replicas on one PostgreSQL
+// store and reloads only one: a task of the tool it added is created there
+// and read through the replica that has not reloaded (which serves it from
+// the store, as it does a task of a tool it does not know), and both agree
+// on its end.
+func TestReplicasReloadAtDifferentMoments(t *testing.T) {
+	pg := pgtest.Shared(t)
+	dsn := pg.NewDatabase(t)
+	fake := jobapi.New(nil)
+	fakeURL, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	fileA := writeReplicaCatalog(t, fakeURL)
+	a := startReloadReplica(t, fileA, dsn, 0)
+	b := startReloadReplica(t, writeReplicaCatalog(t, fakeURL), dsn, 0)
+
+	a.edit(t, addedTool, addedToolText)
+	a.reload <- struct{}{}
+	ca := &taskclient.Client{URL: a.url, Tasks: true}
+	cb := &taskclient.Client{URL: b.url, Tasks: true}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(strings.Join(toolNames(t, ca), ","), "greet_again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica A did not reload:\n%s", a.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(strings.Join(toolNames(t, cb), ","), "greet_again") {
+		t.Fatal("replica B reloaded too")
+	}
+	res, err := ca.CallTool(t.Context(), "greet_again", map[string]any{}, nil)
+	if err != nil || res.Task == nil {
+		t.Fatalf("greet_again on A: %v %+v", err, res)
+	}
+	if task, err := cb.GetTask(t.Context(), res.Task.TaskID); err != nil || task.Status == "failed" {
+		t.Fatalf("replica B reading the task of a tool it does not know yet: %v %+v", err, task)
+	}
+	done, err := taskclient.Wait(t.Context(), ca, res.Task.TaskID, nil)
+	if err != nil || done.Status != "completed" {
+		t.Fatalf("the task on A: %v %+v", err, done)
+	}
+	onB, err := cb.GetTask(t.Context(), res.Task.TaskID)
+	if err != nil || onB.Status != "completed" || !strings.Contains(onB.Result.Text(), "Hello again.") {
+		t.Errorf("replica B sees %v %+v, want the completed task", err, onB)
 	}
 }
