@@ -151,6 +151,9 @@ type Bridge struct {
 	sealOnce sync.Once
 	sealAEAD cipher.AEAD
 
+	// reload holds the catalog generations (reload.go).
+	reload reloadState
+
 	mu       sync.Mutex
 	closed   bool
 	inflight map[mapping.Key]int       // submissions this process holds (holdSubmission)
@@ -164,6 +167,9 @@ type tool struct {
 	schema  *jsonschema.Resolved
 	raw     map[string]any // the input schema as a generic object
 	adapter adapters.Adapter
+	// revision is the catalog revision the tool was loaded from by Reload
+	// (empty: the catalog given to New).
+	revision string
 }
 
 // New builds a Bridge and starts its background sweep.
@@ -255,6 +261,7 @@ func New(opts Options) (*Bridge, error) {
 		}
 	}
 	b.server = b.newServer()
+	b.gen() // the first catalog generation (reload.go)
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
 	b.streamsEnd = make(chan struct{})
 	b.hub = newHub(b)
@@ -379,7 +386,7 @@ func (b *Bridge) ServeStdio(ctx context.Context) error {
 func (b *Bridge) newServer() *mcp.Server {
 	// The SDK answers prompts/list (with an empty list) whatever the server
 	// offers, so the capability is declared to match what it answers.
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Prompts: &mcp.PromptCapabilities{}}
 	caps.AddExtension(TasksExtension, nil)
 	name, version := b.cat.Server.Name, b.cat.Server.Version
 	if name == "" {
@@ -494,7 +501,7 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				// Show a caller only the tools it may call.
 				visible := make([]*mcp.Tool, 0, len(lr.Tools))
 				for _, mt := range lr.Tools {
-					if t := b.tools[mt.Name]; t == nil || t.allows(caller) {
+					if t := b.toolNamed(mt.Name); t == nil || t.allows(caller) {
 						visible = append(visible, mt)
 					}
 				}
@@ -509,7 +516,7 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		t := b.tools[r.Params.Name]
+		t := b.toolNamed(r.Params.Name)
 		if t == nil {
 			return next(ctx, method, req)
 		}

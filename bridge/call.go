@@ -528,7 +528,7 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 		Tool:            t.Name,
 		ArgsDigest:      hex.EncodeToString(digest[:]),
 		ServerBuild:     b.opts.Build,
-		CatalogRevision: b.cat.Revision,
+		CatalogRevision: b.revisionOf(t),
 		Backend:         t.Backend,
 		CorrelationID:   newCorrelationID(),
 		Status:          mapping.StatusWorking,
@@ -624,7 +624,7 @@ func (b *Bridge) isInflight(k mapping.Key) bool {
 // throttled submission created no job; it is sent again after the pause the
 // backend asked for, while the submit timeout allows.
 func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
-	t := b.tools[task.Tool]
+	t := b.taskTool(task)
 	if t == nil {
 		b.finish(task, mapping.StatusFailed, "the tool is no longer in the catalog", nil, &wireError{Code: -32603, Message: "tool " + task.Tool + " is no longer in the catalog"})
 		return
@@ -678,7 +678,7 @@ var errSubmissionStopped = errors.New("submission stopped")
 // error is returned when the time is up.
 func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartRequest, waiting func(wait time.Duration, reason string) bool) (adapters.JobRef, error) {
 	deadline := b.opts.Now().Add(b.opts.SubmitTimeout)
-	g := b.gates[t.Backend]
+	g := b.gateOf(t.Backend)
 	for attempt := 1; ; attempt++ {
 		var wait time.Duration
 		var reason string
@@ -758,7 +758,7 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 // the adapter's Finder where it has one, else as failed with the correlation
 // ID, so that an operator can look for the job. It never submits again.
 func (b *Bridge) reconcile(task *mapping.Task) {
-	t := b.tools[task.Tool]
+	t := b.taskTool(task)
 	msg := fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job; look for correlation ID %s", task.Backend, task.CorrelationID)
 	if t != nil {
 		if f, ok := t.adapter.(adapters.Finder); ok {

@@ -217,7 +217,7 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 	}
 	outcome := "stale"
 	for _, t := range tasks {
-		tl := b.tools[t.Tool]
+		tl := b.taskTool(t)
 		if tl == nil || t.Status.Terminal() || t.Phase != mapping.PhaseSubmitted {
 			continue
 		}

@@ -296,7 +296,7 @@ func (b *Bridge) legacyMiddleware(ctx context.Context, method string, req mcp.Re
 			for _, e := range tools {
 				mt, _ := e.(map[string]any)
 				name, _ := mt["name"].(string)
-				if t := b.tools[name]; t != nil {
+				if t := b.toolNamed(name); t != nil {
 					mt["execution"] = map[string]any{"taskSupport": taskSupport(t.Task)}
 				}
 			}
@@ -307,7 +307,7 @@ func (b *Bridge) legacyMiddleware(ctx context.Context, method string, req mcp.Re
 		if !ok {
 			return nil, nil, false
 		}
-		t := b.tools[r.Params.Name]
+		t := b.toolNamed(r.Params.Name)
 		if t == nil {
 			return nil, nil, false
 		}

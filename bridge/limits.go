@@ -125,7 +125,7 @@ func (b *Bridge) checkRequest(next http.Handler) http.Handler {
 				return
 			}
 		case "tools/call":
-			t := b.tools[toolName]
+			t := b.toolNamed(toolName)
 			if caller == nil || t == nil || t.Allow == nil || b.opts.Auth == nil {
 				break
 			}

@@ -224,12 +224,12 @@ func (f *failPolls) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapter
 
 // TestMonitoringExamplesNameRealMetrics checks that every jobbridge metric
 // the dashboard and the alerting rules of examples/monitoring use is one
-// the bridge serves, and that the README documents it.
+// the bridge serves, and that docs/operating.md documents it.
 func TestMonitoringExamplesNameRealMetrics(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.waitTerminal(h.createTask("slow_compute", map[string]any{"seconds": 0.05, "label": "x"}).TaskID)
 	s := scrapeMetrics(t, h)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestMonitoringExamplesNameRealMetrics(t *testing.T) {
 		for _, n := range slices.Compact(slices.Sorted(slices.Values(name.FindAllString(string(data), -1)))) {
 			family := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count"), "_sum")
 			if !documented(readme, family) {
-				t.Errorf("%s uses %s, which the README does not document", file, n)
+				t.Errorf("%s uses %s, which docs/operating.md does not document", file, n)
 			}
 			if s[family] == nil {
 				t.Errorf("%s uses %s, which the bridge does not serve", file, n)
@@ -267,12 +267,12 @@ func TestMonitoringExamplesNameRealMetrics(t *testing.T) {
 	// Every jobbridge family served is documented.
 	for family := range s {
 		if strings.HasPrefix(family, "jobbridge_") && !documented(readme, family) {
-			t.Errorf("the README does not document %s", family)
+			t.Errorf("docs/operating.md does not document %s", family)
 		}
 	}
 }
 
-// documented reports whether the README's metrics table has a row for
+// documented reports whether the metrics table of docs/operating.md has a row for
 // the metric family.
 func documented(readme []byte, family string) bool {
 	return bytes.Contains(readme, []byte("| `"+family+"` |"))

@@ -237,7 +237,7 @@ func (h *hub) keep(t *mapping.Task) {
 func (h *hub) observeLoop() {
 	defer h.wg.Done()
 	every := 5 * time.Second
-	for _, tl := range h.b.tools {
+	for _, tl := range h.b.currentTools() {
 		every = min(every, tl.RefreshInterval)
 	}
 	every = max(every, 50*time.Millisecond)

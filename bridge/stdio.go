@@ -90,7 +90,7 @@ func quietEnd(err error) error {
 // its budget and a last poll) and a margin.
 func (b *Bridge) drainBudget() time.Duration {
 	var budget time.Duration
-	for _, t := range b.tools {
+	for _, t := range b.currentTools() {
 		budget = max(budget, t.SyncBudget)
 	}
 	return b.opts.SubmitTimeout + budget + b.opts.CallTimeout + 5*time.Second

@@ -64,7 +64,7 @@ func (b *Bridge) sweep() {
 	s := &sweepRun{b: b, ctx: ctx, now: b.opts.Now(), seen: map[mapping.Key]bool{}, backends: map[string]*sweepBackend{}}
 	s.claimer, _ = b.store.(liveClaimer)
 	s.minDue = -1
-	for _, tl := range b.tools {
+	for _, tl := range b.currentTools() {
 		if d := s.dueAge(nil, tl); s.minDue < 0 || d < s.minDue {
 			s.minDue = d
 		}
@@ -201,7 +201,7 @@ func (s *sweepRun) handle(t *mapping.Task) {
 			b.forwardCancel(cur)
 		}
 	case t.Phase == mapping.PhaseSubmitted:
-		tl := b.tools[t.Tool]
+		tl := b.taskTool(t)
 		if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || b.backedOff(t.Key, s.now) {
 			return
 		}
@@ -245,7 +245,7 @@ func (s *sweepRun) backend(tl *tool) *sweepBackend {
 		be = &sweepBackend{
 			name:    tl.Backend,
 			adapter: tl.adapter,
-			gate:    s.b.gates[tl.Backend],
+			gate:    s.b.gateOf(tl.Backend),
 			size:    size,
 			limiter: rate.NewLimiter(sweepPollRate, sweepPollsInFlight),
 			slots:   make(chan struct{}, sweepPollsInFlight),

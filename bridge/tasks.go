@@ -94,7 +94,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 	if t.Status.Terminal() {
 		return false
 	}
-	tl := b.tools[t.Tool]
+	tl := b.taskTool(t)
 	now := b.opts.Now()
 	switch t.Phase {
 	case mapping.PhaseSubmitting:
@@ -119,7 +119,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if b.backedOff(t.Key, now) {
 			return false
 		}
-		if _, _, paused := b.gates[tl.Backend].paused(); paused {
+		if _, _, paused := b.gateOf(tl.Backend).paused(); paused {
 			return false
 		}
 		return true
@@ -138,7 +138,7 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duratio
 	if !b.needsRefresh(t) {
 		return t
 	}
-	tl := b.tools[t.Tool]
+	tl := b.taskTool(t)
 	ch := b.polls.DoChan(string(t.Key[:]), func() (any, error) {
 		if !b.enter() {
 			return nil, errBridgeClosed
@@ -239,12 +239,12 @@ func (b *Bridge) observe(task *mapping.Task) *mapping.Task {
 // observeFor is observe; forEvent says a pushed event asked for the poll,
 // which then counts as the job's latest event.
 func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
-	tl := b.tools[task.Tool]
+	tl := b.taskTool(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return nil
 	}
-	g := b.gates[tl.Backend]
+	g := b.gateOf(tl.Backend)
 	if ok, _, _ := g.allow(); !ok {
 		return nil
 	}
@@ -659,7 +659,7 @@ func (b *Bridge) detailed(id string, t *mapping.Task) *detailedTaskResult {
 // observation is, when it is older than the tool's refresh interval allows,
 // and why no fresher one was made.
 func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
-	tl := b.tools[t.Tool]
+	tl := b.taskTool(t)
 	if tl == nil {
 		return msg
 	}
@@ -670,7 +670,7 @@ func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
 			notes = append(notes, fmt.Sprintf("as of %s ago", age.Round(time.Second)))
 		}
 	}
-	if g := b.gates[tl.Backend]; g != nil {
+	if g := b.gateOf(tl.Backend); g != nil {
 		if note := g.pauseNote(now); note != "" {
 			notes = append(notes, note)
 		}
@@ -835,7 +835,7 @@ func jsonKind(v any) string {
 // answered by a conditional write, so they are delivered once; if delivery
 // fails they are asked again.
 func (b *Bridge) deliverAnswers(task *mapping.Task, answers map[string]adapters.Answer) {
-	tl := b.tools[task.Tool]
+	tl := b.taskTool(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
@@ -908,7 +908,7 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 // if the job had already finished, the cancel is dropped and the job's own
 // outcome stands.
 func (b *Bridge) forwardCancel(task *mapping.Task) {
-	tl := b.tools[task.Tool]
+	tl := b.taskTool(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
@@ -920,7 +920,7 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 			return true
 		})
 	}
-	g := b.gates[tl.Backend]
+	g := b.gateOf(tl.Backend)
 	if ok, until, reason := g.allow(); !ok {
 		b.metrics.cancelDeferred(tl.Backend)
 		release(fmt.Sprintf("cancellation requested; not sent yet: %s, trying again in %s", reason, ceilSeconds(until.Sub(b.opts.Now()))))

@@ -63,7 +63,7 @@ func (b *Bridge) traceRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.CallToolParamsRaw:
 			// Only a catalog tool's name: an unknown name is the client's
 			// own text.
-			if p != nil && b.tools[p.Name] != nil {
+			if p != nil && b.toolNamed(p.Name) != nil {
 				span.SetAttributes(attrTool.String(p.Name))
 			}
 		case *taskParams:

@@ -77,14 +77,17 @@ func runCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	if len(positional) < 1 || len(positional) > 2 {
-		return cmd.usageError()
+	switch {
+	case len(positional) < 1:
+		return cmd.usageErrorf("missing the TOOL to call")
+	case len(positional) > 2:
+		return cmd.usageErrorf("unexpected argument %q after TOOL and JSON_ARGS", positional[2])
 	}
 	tool := positional[0]
 	arguments := json.RawMessage(`{}`)
 	if len(positional) == 2 {
 		if arguments, err = parseArguments(positional[1]); err != nil {
-			return err
+			return cmd.usageErrorf("%v", err)
 		}
 	}
 	c := cf.caller(stdin, stdout, stderr)
@@ -124,9 +127,9 @@ type clientFlags struct {
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	f := &clientFlags{}
-	f.url = fs.String("url", defaultURL, "MCP endpoint `URL`")
+	f.url = fs.String("url", envOr("JOBBRIDGE_URL", defaultURL), "MCP endpoint `URL` (default: $JOBBRIDGE_URL, else "+defaultURL+")")
 	f.timeout = fs.Duration("timeout", time.Minute, "how long to keep retrying a server that cannot be reached, and to keep polling after a cancel request")
-	fs.Var(&f.headers, "header", "extra HTTP header `'Name: value'` (repeatable), e.g. an Authorization header")
+	fs.Var(&f.headers, "header", "extra HTTP header `'Name: value'` (repeatable); $JOBBRIDGE_TOKEN, when set, is sent as a bearer token unless an Authorization header is given")
 	return f
 }
 
@@ -137,7 +140,7 @@ func (f *clientFlags) addPollFlag(fs *flag.FlagSet) {
 
 func (f *clientFlags) client() *taskclient.Client {
 	return &taskclient.Client{
-		URL: *f.url, Tasks: true, Elicitation: true, Header: f.headers.header(),
+		URL: *f.url, Tasks: true, Elicitation: true, Header: withEnvToken(f.headers.header()),
 		ClientName: "jobbridge", ClientVersion: buildVersion(),
 	}
 }

@@ -518,33 +518,25 @@ func TestCallUsageErrors(t *testing.T) {
 		name    string
 		args    []string
 		wantErr error
-		wantMsg string
+		wantMsg string // the first line on stderr
 	}{
-		{name: "no tool", args: nil, wantErr: exitError(2)},
-		{name: "too many arguments", args: []string{"a", "{}", "extra"}, wantErr: exitError(2)},
-		{name: "unknown flag", args: []string{"--bogus", "a"}, wantErr: exitError(2)},
+		{name: "no tool", args: nil, wantErr: exitError(2), wantMsg: "jobbridge call: missing the TOOL to call"},
+		{name: "too many arguments", args: []string{"a", "{}", "extra"}, wantErr: exitError(2), wantMsg: `jobbridge call: unexpected argument "extra" after TOOL and JSON_ARGS`},
+		{name: "unknown flag", args: []string{"--bogus", "a"}, wantErr: exitError(2), wantMsg: "jobbridge call: flag provided but not defined: -bogus"},
 		{name: "bad header", args: []string{"--header", "nocolon", "a"}, wantErr: exitError(2)},
-		{name: "arguments not an object", args: []string{"a", "[1,2]"}, wantMsg: "JSON_ARGS must be a JSON object, not a JSON array: [1,2]"},
-		{name: "arguments not JSON", args: []string{"a", `{"a": 1,}`}, wantMsg: "JSON_ARGS is not valid JSON: invalid character '}' looking for beginning of object key string (at byte 9 of {\"a\": 1,})"},
-		{name: "arguments null", args: []string{"a", "null"}, wantMsg: "JSON_ARGS must be a JSON object, not null"},
+		{name: "arguments not an object", args: []string{"a", "[1,2]"}, wantErr: exitError(2), wantMsg: "jobbridge call: JSON_ARGS must be a JSON object, not a JSON array: [1,2]"},
+		{name: "arguments not JSON", args: []string{"a", `{"a": 1,}`}, wantErr: exitError(2), wantMsg: "jobbridge call: JSON_ARGS is not valid JSON: invalid character '}' looking for beginning of object key string (at byte 9 of {\"a\": 1,})"},
+		{name: "arguments null", args: []string{"a", "null"}, wantErr: exitError(2), wantMsg: "jobbridge call: JSON_ARGS must be a JSON object, not null"},
 		{name: "help", args: []string{"-h"}, wantErr: errHelped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := runCallTest(t, t.Context(), "", tt.args...)
-			switch {
-			case tt.wantErr != nil:
-				if !errors.Is(err, tt.wantErr) {
-					t.Errorf("error = %v, want %v", err, tt.wantErr)
-				}
-			case tt.wantMsg != "":
-				if err == nil || err.Error() != tt.wantMsg {
-					t.Errorf("error = %v, want %q", err, tt.wantMsg)
-				}
-			default:
-				if err != nil {
-					t.Errorf("error = %v, want nil", err)
-				}
+			_, stderr, err := runCallTest(t, t.Context(), "", tt.args...)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("error = %v, want %v", err, tt.wantErr)
+			}
+			if first, _, _ := strings.Cut(stderr, "\n"); tt.wantMsg != "" && first != tt.wantMsg {
+				t.Errorf("stderr begins %q, want %q", first, tt.wantMsg)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/auth/authtest"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/configs"
 	"github.com/jobbridge/jobbridge/internal/fakes/batchfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/githubfake"
 	"github.com/jobbridge/jobbridge/internal/fakes/jobapi"
@@ -36,7 +37,7 @@ import (
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("demo", demoUsage, stdout, stderr)
 	fs := cmd.fs
-	configPath := fs.String("config", "configs/demo.yaml", "catalog `file`")
+	configPath := fs.String("config", "", "catalog `file` (default: the demo catalog built into the binary)")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen `address` (loopback only)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
@@ -47,11 +48,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if len(positional) > 0 {
-		return cmd.usageError()
+		return cmd.usageErrorf("unexpected argument %q (the catalog is given with --config FILE)", positional[0])
 	}
 	if *stdio && *withAuth {
-		fmt.Fprintln(stderr, "jobbridge demo: --auth applies to HTTP only; stdio has no bearer tokens")
-		return exitError(2)
+		return cmd.usageErrorf("--auth applies to HTTP only; stdio has no bearer tokens")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -61,7 +61,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cat, err := loadCatalog(*configPath, stderr)
+	cat, err := loadDemoCatalog(*configPath, stderr)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,8 @@ jobbridge demo is serving %d tools from %s at
 
     %s
 `, len(cat.Tools), cat.File, url)
-			call := fmt.Sprintf("go run ./cmd/jobbridge call --url %s", url)
+			self := selfCommand()
+			env := []string{"export JOBBRIDGE_URL=" + url}
 			if issuer != nil {
 				// A token for the principal "alice", for this server only.
 				token, err := issuer.Sign(map[string]any{"sub": "alice", "client_id": "alice", "aud": url}, authtest.ExpiresIn(demoTokenTTL))
@@ -126,20 +127,22 @@ jobbridge demo is serving %d tools from %s at
 				}
 				fmt.Fprintf(stdout, `
 Authentication is on: every request needs a bearer token for resource %s.
-Here is one for the principal alice, valid for an hour; the test issuer at %s
-gives more (any client_id becomes the principal):
+The commands below carry one for the principal alice, valid for an hour, in
+$JOBBRIDGE_TOKEN; the test issuer at %s gives more (any client_id becomes
+the principal):
 
     curl -s -d grant_type=client_credentials -d client_id=bob -d resource=%s %s/token
 `, url, issuer.URL(), url, issuer.URL())
-				call += fmt.Sprintf(" --header 'Authorization: Bearer %s'", token)
+				env = append(env, "export JOBBRIDGE_TOKEN="+token)
 			}
 			if tool != "" {
 				fmt.Fprintf(stdout, `
 Try it from another terminal:
 
-    %s %s %s
-    go run ./cmd/jobbridge tools --url %s
-`, call, tool, shellQuote(toolArgs), url)
+    %s
+    %s call %s %s
+    %s tools
+`, strings.Join(env, "\n    "), self, tool, shellQuote(toolArgs), self)
 			}
 			fmt.Fprintf(stdout, `
 Any MCP client that speaks protocol 2026-07-28 can connect to the URL above
@@ -153,14 +156,16 @@ is removed then.
 
 const demoUsage = `usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth] [--log-level L] [--log-format text|json]
 
-Serves a catalog as "jobbridge serve" does, offline: every backend points at
-an in-process fake (rest backends at a REST job API, aws_batch at an AWS
-Batch fake reached through the real AWS SDK, github_actions at a GitHub REST
-fake), environment references that are unset expand to placeholders, and
-the task store is a SQLite file in a temporary directory removed on exit.
-It prints the URL and a command to try one of the catalog's tools; with
---auth every request needs an OAuth bearer token from a built-in test
-issuer, and the printed command carries one.
+Serves a catalog (without --config, the demo catalog built into the binary,
+so that it works from any directory) as "jobbridge serve" does, offline:
+every backend points at an in-process fake (rest backends at a REST job
+API, aws_batch at an AWS Batch fake reached through the real AWS SDK,
+github_actions at a GitHub REST fake), environment references that are unset
+expand to placeholders, and the task store is a SQLite file in a temporary
+directory removed on exit. It prints the URL and commands to try one of the
+catalog's tools, with the URL in $JOBBRIDGE_URL; with --auth every request
+needs an OAuth bearer token from a built-in test issuer, and the printed
+commands carry one in $JOBBRIDGE_TOKEN.
 
 Example:
 
@@ -168,6 +173,16 @@ Example:
 
 Flags:
 `
+
+// loadDemoCatalog loads the catalog file at path, or the demo catalog built
+// into the binary when path is empty, so that demo works from any directory.
+func loadDemoCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
+	if path != "" {
+		return loadCatalog(path, stderr)
+	}
+	cat, err := catalog.Parse(configs.DemoName, configs.Demo, catalogTypes()...)
+	return cat, reportCatalogErrors(err, stderr)
+}
 
 // demoTokenTTL is how long the token printed by demo --auth is valid.
 const demoTokenTTL = time.Hour

@@ -11,6 +11,7 @@
 //	jobbridge tasks list|cancel --store URL ...
 //	jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
 //	jobbridge version
+//	jobbridge completion bash|zsh|fish
 package main
 
 import (
@@ -21,24 +22,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; it
-// falls back to the module version recorded in the binary.
-var version = ""
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 const usage = `jobbridge: MCP tasks for existing job systems
 
@@ -52,6 +38,7 @@ Usage:
   jobbridge tasks list|cancel --store URL ...
   jobbridge try [--fake] [--yes] --config FILE TOOL [JSON_ARGS]
   jobbridge version
+  jobbridge completion bash|zsh|fish
 
 Run "jobbridge COMMAND -h" for what a command does, its flags and an example.
 `
@@ -87,7 +74,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, "jobbridge: missing a command\n\n"+usage)
 		return exitError(2)
 	}
 	cmd, rest := args[0], args[1:]
@@ -108,14 +95,19 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runTasks(ctx, rest, stdout, stderr)
 	case "try":
 		return runTry(ctx, rest, stdin, stdout, stderr)
+	case "completion":
+		return runCompletion(ctx, rest, stdout, stderr)
 	case "version":
 		cmd := newCommand("version", versionUsage, stdout, stderr)
 		if pos, err := cmd.parse(rest); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return cmd.usageError()
+			return cmd.usageErrorf("unexpected argument %q", pos[0])
 		}
-		fmt.Fprintln(stdout, "jobbridge", buildVersion())
+		printVersion(stdout, readBuildInfo())
+		return nil
+	case "--version":
+		printVersion(stdout, readBuildInfo())
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -125,16 +117,6 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return exitError(2)
 }
 
-const versionUsage = `usage: jobbridge version
-
-Prints the build version: the one set at build time, else the module version
-recorded in the binary, else "dev".
-
-Example:
-
-  jobbridge version
-`
-
 // errHelped is returned by a command that printed its usage on request
 // (-h, --help); the program exits 0.
 var errHelped = errors.New("usage printed on request")
@@ -142,6 +124,7 @@ var errHelped = errors.New("usage printed on request")
 // command is a subcommand's flag set and usage text (a description, an
 // example and "Flags:"; the flags follow).
 type command struct {
+	name           string
 	fs             *flag.FlagSet
 	usage          string
 	stdout, stderr io.Writer
@@ -152,22 +135,24 @@ type command struct {
 
 func newCommand(name, usage string, stdout, stderr io.Writer) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own messages are folded into the one-line usage
+	// error (see parse).
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // printed by parse, to stdout when asked for
-	return &command{fs: fs, usage: usage, stdout: stdout, stderr: stderr}
+	return &command{name: name, fs: fs, usage: usage, stdout: stdout, stderr: stderr}
 }
 
 func (c *command) printUsage(w io.Writer) {
 	fmt.Fprint(w, c.usage)
 	c.fs.SetOutput(w)
 	c.fs.PrintDefaults()
-	c.fs.SetOutput(c.stderr)
+	c.fs.SetOutput(io.Discard)
 }
 
 // parse parses flags anywhere among the positional arguments and returns
 // those. -h or --help prints the usage on stdout and returns errHelped; a
-// bad flag prints the problem and the usage on stderr and returns exit
-// status 2.
+// bad flag prints the problem in one line on stderr (see usageErrorf) and
+// returns exit status 2.
 func (c *command) parse(args []string) ([]string, error) {
 	var (
 		positional []string
@@ -183,14 +168,23 @@ func (c *command) parse(args []string) ([]string, error) {
 		return nil, errHelped
 	}
 	if err != nil {
-		return nil, c.usageError()
+		return nil, c.usageErrorf("%v", err)
 	}
 	return positional, nil
 }
 
-// usageError prints the usage on stderr and returns exit status 2.
+// usageError is usageErrorf for a command whose arguments are wrong in no
+// more particular way.
 func (c *command) usageError() error {
-	c.printUsage(c.stderr)
+	return c.usageErrorf("wrong arguments")
+}
+
+// usageErrorf prints on stderr, as the go command does, one line that says
+// what is wrong, the command's synopsis and where the help is, and returns
+// exit status 2.
+func (c *command) usageErrorf(format string, args ...any) error {
+	synopsis, _, _ := strings.Cut(c.usage, "\n")
+	fmt.Fprintf(c.stderr, "jobbridge %s: %s\n%s\nRun \"jobbridge %s -h\" for details.\n", c.name, fmt.Sprintf(format, args...), synopsis, c.name)
 	return exitError(2)
 }
 

@@ -179,7 +179,7 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		flags bool // has flags to list
 	}{
 		{"serve", true}, {"demo", true}, {"validate", false}, {"call", true}, {"task", true},
-		{"tools", true}, {"tasks", true}, {"try", true}, {"version", false},
+		{"tools", true}, {"tasks", true}, {"try", true}, {"version", false}, {"completion", false},
 	}
 	for _, c := range commands {
 		for _, h := range []string{"-h", "--help"} {
@@ -271,16 +271,99 @@ func startDemo(t *testing.T, args ...string) (stdout string, stop func() error) 
 	return out.String(), stop
 }
 
-// tryLine returns the fields of the printed "call" command.
-func tryLine(t *testing.T, stdout string) []string {
+// demoTry is the try-it block the demo prints: its exported variables and
+// its commands, each split into words as a shell would (the program's name
+// dropped).
+type demoTry struct {
+	env      map[string]string
+	commands [][]string
+}
+
+func parseDemoTry(t *testing.T, stdout string) demoTry {
 	t.Helper()
-	for _, line := range strings.Split(stdout, "\n") {
-		if strings.Contains(line, "cmd/jobbridge call ") {
-			return strings.Fields(line)
+	_, block, ok := strings.Cut(stdout, "Try it from another terminal:\n\n")
+	if !ok {
+		t.Fatalf("no try-it block in:\n%s", stdout)
+	}
+	block, _, _ = strings.Cut(block, "\n\n")
+	try := demoTry{env: map[string]string{}}
+	for _, line := range strings.Split(block, "\n") {
+		line = strings.TrimSpace(line)
+		if kv, ok := strings.CutPrefix(line, "export "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			try.env[k] = v
+			continue
+		}
+		// Under go test the binary is a test binary built by go, which the
+		// demo takes for go run.
+		words := shellWords(t, strings.Replace(line, "go run ./cmd/jobbridge", "jobbridge", 1))
+		if len(words) < 2 || filepath.Base(words[0]) != "jobbridge" {
+			t.Fatalf("try-it line %q does not run jobbridge", line)
+		}
+		try.commands = append(try.commands, words[1:])
+	}
+	return try
+}
+
+// shellWords splits a line into words as a POSIX shell does for the
+// printed commands: blanks separate, single quotes quote.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var (
+		words []string
+		cur   strings.Builder
+		in    bool // inside a word
+		quote bool
+	)
+	for _, r := range line {
+		switch {
+		case quote && r == '\'':
+			quote = false
+		case quote:
+			cur.WriteRune(r)
+		case r == '\'':
+			quote, in = true, true
+		case r == ' ' || r == '\t':
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
 		}
 	}
-	t.Fatalf("no try-it line in:\n%s", stdout)
-	return nil
+	if quote {
+		t.Fatalf("unbalanced quote in %q", line)
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// runDemoTry runs the printed commands as printed, with the printed
+// variables set, and returns the output of each; extra flags are added to
+// the calls.
+func runDemoTry(t *testing.T, try demoTry, extra ...string) []string {
+	t.Helper()
+	for k, v := range try.env {
+		t.Setenv(k, v)
+	}
+	var outs []string
+	for _, c := range try.commands {
+		args := c
+		if c[0] == "call" {
+			args = append(append(slices.Clone(c[:1]), extra...), c[1:]...)
+		}
+		out, stderr, err := runCommand(t, t.Context(), "", args...)
+		if err != nil {
+			t.Errorf("the printed command %q: %v\n%s%s", c, err, out, stderr)
+		}
+		outs = append(outs, out)
+	}
+	return outs
 }
 
 func TestDemoSuggestsAToolOfItsCatalog(t *testing.T) {
@@ -291,35 +374,32 @@ func TestDemoSuggestsAToolOfItsCatalog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := tryLine(t, stdout)
-			url, tool := f[5], f[6] // go run ./cmd/jobbridge call --url URL TOOL 'ARGS'
-			if findTool(cat, tool) == nil {
-				t.Fatalf("the demo suggests %q, which %s does not have:\n%s", tool, config, stdout)
+			try := parseDemoTry(t, stdout)
+			if len(try.commands) != 2 || try.commands[0][0] != "call" || findTool(cat, try.commands[0][1]) == nil {
+				t.Fatalf("the demo does not suggest a call of a tool of %s:\n%s", config, stdout)
 			}
-			args := strings.Trim(strings.Join(f[7:], " "), "'")
 			// The suggested arguments are valid: the call starts a task.
-			if out, stderr, err := runCommand(t, t.Context(), "", "call", "--no-wait", "--url", url, tool, args); err != nil || !strings.Contains(out, `"taskId"`) {
-				t.Errorf("the suggested call %s %s: %v\n%s%s", tool, args, err, out, stderr)
+			outs := runDemoTry(t, demoTry{env: try.env, commands: try.commands[:1]}, "--no-wait")
+			if !strings.Contains(outs[0], `"taskId"`) {
+				t.Errorf("the suggested call printed %q, want a task", outs[0])
 			}
 		})
 	}
 }
 
-func TestDemoAuthPrintsAWorkingToken(t *testing.T) {
+// TestDemoAuthPrintsCommandsThatWork runs the commands demo --auth prints,
+// as printed: the token travels in $JOBBRIDGE_TOKEN.
+func TestDemoAuthPrintsCommandsThatWork(t *testing.T) {
 	stdout, _ := startDemo(t, "--auth")
-	f := tryLine(t, stdout)
-	line := strings.Join(f, " ")
-	_, rest, ok := strings.Cut(line, "--header 'Authorization: Bearer ")
-	token, _, _ := strings.Cut(rest, "'")
-	if !ok || token == "" {
-		t.Fatalf("no token in the try-it line %q", line)
+	try := parseDemoTry(t, stdout)
+	if try.env["JOBBRIDGE_TOKEN"] == "" || try.env["JOBBRIDGE_URL"] == "" {
+		t.Fatalf("no JOBBRIDGE_URL and JOBBRIDGE_TOKEN in the try-it block:\n%s", stdout)
 	}
-	url := f[5]
-	c := &taskclient.Client{URL: url, Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
-	if _, err := c.ListTools(t.Context()); err != nil {
-		t.Errorf("the printed token does not work: %v", err)
+	outs := runDemoTry(t, try, "--no-wait")
+	if !strings.Contains(outs[0], `"taskId"`) || !strings.Contains(outs[1], "build_report") {
+		t.Errorf("the printed commands printed %q", outs)
 	}
-	anon := &taskclient.Client{URL: url, Tasks: true}
+	anon := &taskclient.Client{URL: try.env["JOBBRIDGE_URL"], Tasks: true}
 	if _, err := anon.ListTools(t.Context()); err == nil {
 		t.Error("the demo answered without a token")
 	}

@@ -56,6 +56,12 @@ type serveConfig struct {
 	// eventsListen, when set, serves the backends' event endpoints on
 	// their own listener instead of the MCP listener.
 	eventsListen string
+	// configPath, when set, is the catalog's file, reloaded on SIGHUP and,
+	// when watch is positive, when its content changes (looked at every
+	// watch); reloadNow reloads it too (tests).
+	configPath string
+	watch      time.Duration
+	reloadNow  <-chan struct{}
 }
 
 const serveUsage = `usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store URL] [--stdio] [flags]
@@ -64,14 +70,25 @@ Serves the tools of a catalog over MCP: Streamable HTTP at /mcp (stateless
 for 2026-07-28 clients, sessions for 2025-11-25 ones), or stdin/stdout with
 --stdio. Each tool call starts a job on the tool's backend and, for clients
 that ask for tasks, returns a durable task handle at once. GET /healthz
-answers ok, GET /metrics serves metrics. Backends configured with an events:
+answers ok while the process runs (liveness), GET /readyz answers 200 when
+the catalog is loaded and the task store answers, 503 with the reason
+otherwise (readiness), GET /metrics serves metrics. Backends configured with an events:
 block receive pushed job events at POST /events/BACKEND (authenticated by
 the backend's signature, not by MCP auth), on --events-listen if given.
 
 The task store is --store, else $JOBBRIDGE_STORE, else the catalog's
-server.store, else sqlite:jobbridge.db; postgres://... lets several replicas
-share it (they must also share $JOBBRIDGE_STATE_KEY). Without an auth: block
+server.store, else sqlite:jobbridge.db (with --stdio: tasks.db in the user's
+state directory, printed at start); postgres://... lets several replicas
+share it. The state key (signs argument collection, seals task IDs in task
+lists) is $JOBBRIDGE_STATE_KEY, else one generated once and kept in the
+store, which replicas on one store share. Without an auth: block
 in the catalog the server listens on loopback addresses only.
+
+SIGHUP reloads the catalog, and so does a change of its content with
+--watch: a catalog with errors is refused (logged with file:line:col, the old
+one stays); a valid one serves new calls at once, while live tasks keep the
+tools they started under, and clients with sessions are told
+(notifications/tools/list_changed).
 
 Example:
 
@@ -92,13 +109,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sweep := fs.Duration("sweep-interval", 10*time.Second, "how often the background sweep runs")
 	submitTimeout := fs.Duration("submit-timeout", 30*time.Second, "bound on one submission; a task still submitting after it is reconciled")
 	eventsListen := fs.String("events-listen", "", "serve the backends' event endpoints (POST /events/BACKEND) on this `address` instead of --listen")
+	watch := fs.Bool("watch", false, "reload the catalog when its file's content changes (as SIGHUP does)")
+	watchInterval := fs.Duration("watch-interval", 5*time.Second, "with --watch, how often the catalog file is read")
 	httpLim := httpLimitFlags(fs)
 	positional, err := cmd.parse(args)
 	if err != nil {
 		return err
 	}
-	if *configPath == "" || len(positional) > 0 {
-		return cmd.usageError()
+	switch {
+	case *configPath == "":
+		return cmd.usageErrorf("missing --config FILE, the catalog to serve")
+	case len(positional) > 0:
+		return cmd.usageErrorf("unexpected argument %q (the catalog is given with --config FILE)", positional[0])
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -118,10 +140,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *store == "" {
 		*store = os.Expand(cat.Server.Store, os.Getenv)
 	}
+	if *store == "" && *stdio {
+		path, err := defaultStdioStore()
+		if err != nil {
+			return err
+		}
+		*store = "sqlite:" + path
+		// A desktop client shows the server's stderr in its log.
+		fmt.Fprintf(stderr, "jobbridge: task store %s (the user's state directory; --store or $JOBBRIDGE_STORE choose another)\n", path)
+	}
 	if *store == "" {
 		*store = "sqlite:jobbridge.db"
 	}
-	return serve(ctx, serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim, eventsListen: *eventsListen}, os.LookupEnv, stdout, stderr)
+	cfg := serveConfig{catalog: cat, listen: *listen, store: *store, stdio: *stdio, logLevel: lvl, logJSON: logJSON, sweep: *sweep, submitTimeout: *submitTimeout, http: httpLim, eventsListen: *eventsListen, configPath: *configPath}
+	if *watch {
+		cfg.watch = max(*watchInterval, 10*time.Millisecond)
+	}
+	return serve(ctx, cfg, os.LookupEnv, stdout, stderr)
 }
 
 // parseLogFormat reads --log-format: text or json.
@@ -147,17 +182,20 @@ func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
 // loadCatalog loads a catalog and prints every problem in it.
 func loadCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
 	cat, err := catalog.Load(path, catalogTypes()...)
-	if err != nil {
-		var errs catalog.Errors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				fmt.Fprintln(stderr, e)
-			}
-			return nil, exitError(1)
+	return cat, reportCatalogErrors(err, stderr)
+}
+
+// reportCatalogErrors prints each problem of a catalog that is not valid
+// and returns exit status 1; other errors are returned as they are.
+func reportCatalogErrors(err error, stderr io.Writer) error {
+	var errs catalog.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e)
 		}
-		return nil, err
+		return exitError(1)
 	}
-	return cat, nil
+	return err
 }
 
 func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bool), stdout, stderr io.Writer) error {
@@ -195,13 +233,24 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		return err
 	}
 	defer store.Close()
-	adapterSet, err := buildAdapters(cfg.catalog, adapterOptions{getenv: getenv, logger: logger, awsCredentials: cfg.awsCredentials})
+	adapterOpts := adapterOptions{getenv: getenv, logger: logger, awsCredentials: cfg.awsCredentials}
+	adapterSet, err := buildAdapters(cfg.catalog, adapterOpts)
 	if err != nil {
 		return err
 	}
 	stateKey, err := stateKeyFrom(os.LookupEnv)
 	if err != nil {
 		return err
+	}
+	if stateKey == nil {
+		// Kept with the tasks, so that task lists and argument collection
+		// survive restarts, and replicas on one store share it.
+		if k, ok := store.(stateKeeper); ok {
+			if stateKey, err = k.StateKey(ctx, newStateKey); err != nil {
+				return redactDSN(err, cfg.store)
+			}
+			logger.Debug("state key kept in the task store (JOBBRIDGE_STATE_KEY overrides it)")
+		}
 	}
 	tp, stopTracing, err := newTracerProvider(ctx, getenv)
 	if err != nil {
@@ -225,6 +274,14 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 		return err
 	}
 	defer b.Close()
+	current := func() *catalog.Catalog { return cfg.catalog }
+	if cfg.configPath != "" {
+		r := newReloader(cfg.configPath, cfg.catalog, b, adapterOpts, logger)
+		current = r.catalog
+		rctx, stopReloads := context.WithCancel(ctx)
+		defer stopReloads()
+		r.start(rctx, cfg.watch, cfg.reloadNow)
+	}
 	if cfg.stdio {
 		logger.Info("serving MCP on stdio", "catalog", cfg.catalog.File, "tools", len(cfg.catalog.Tools))
 		return b.ServeStdio(ctx)
@@ -232,6 +289,19 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	ready := readiness{cat: current, hideIn: cfg.store}
+	ready.store, _ = store.(interface{ Ping(context.Context) error })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		ok, reason := ready.check(r.Context())
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %s\n", reason)
+			return
+		}
+		fmt.Fprintf(w, "ready: %s\n", reason)
+	})
 	mux.Handle("GET /metrics", b.MetricsHandler())
 	if backends := b.EventBackends(); len(backends) > 0 {
 		if cfg.eventsListen == "" {
@@ -281,12 +351,15 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	return srv.Shutdown(sctx)
 }
 
+// stateKeeper is a store that keeps the state key the servers on it share
+// (mapping/sqlite and mapping/postgres do).
+type stateKeeper interface {
+	StateKey(ctx context.Context, generate func() []byte) ([]byte, error)
+}
+
 // eventsPrefix is where the backends' event endpoints live.
 const eventsPrefix = "/events/"
 
-// stateKeyFrom reads the key that signs multi-round argument collection from
-// JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64). Replicas behind one
-// load balancer must share it; without it each process picks a random key.
 // newTracerProvider returns the provider of the bridge's spans: OTLP over
 // HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 // is set (the exporter reads the other standard OTEL_EXPORTER_OTLP_*
@@ -311,6 +384,9 @@ func newTracerProvider(ctx context.Context, getenv func(string) (string, bool)) 
 	}, nil
 }
 
+// stateKeyFrom reads the key that signs multi-round argument collection from
+// JOBBRIDGE_STATE_KEY (at least 32 bytes, hex or base64); nil when it is
+// unset, and the store's kept key is used (see stateKeeper).
 func stateKeyFrom(getenv func(string) (string, bool)) ([]byte, error) {
 	v, ok := getenv("JOBBRIDGE_STATE_KEY")
 	if !ok || v == "" {

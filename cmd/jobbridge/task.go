@@ -47,15 +47,19 @@ func runTask(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	if len(positional) != 2 {
-		return cmd.usageError()
+	switch {
+	case len(positional) == 0:
+		return cmd.usageErrorf("missing the action (get, watch, answer or cancel) and the task ID")
+	case len(positional) == 1:
+		return cmd.usageErrorf("missing the task ID after %q", positional[0])
+	case len(positional) > 2:
+		return cmd.usageErrorf("unexpected argument %q after the task ID", positional[2])
 	}
 	verb, id := positional[0], positional[1]
 	switch verb {
 	case "get", "watch", "answer", "cancel":
 	default:
-		fmt.Fprintf(stderr, "jobbridge task: unknown action %q\n\n", verb)
-		return cmd.usageError()
+		return cmd.usageErrorf("unknown action %q (want get, watch, answer or cancel)", verb)
 	}
 	c := cf.caller(stdin, stdout, stderr)
 	defer c.close()

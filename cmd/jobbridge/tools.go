@@ -39,7 +39,7 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if len(positional) > 0 {
-		return cmd.usageError()
+		return cmd.usageErrorf("unexpected argument %q", positional[0])
 	}
 	c := &caller{client: cf.client()}
 	tools, err := c.client.ListTools(ctx)

@@ -120,6 +120,11 @@ func runTry(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		defer stop()
 		pointAtFakes(cat, fakes)
+		stopExample, err := useExampleFake(cat, *configPath, stderr) // try_fake.go
+		if err != nil {
+			return err
+		}
+		defer stopExample()
 		getenv = demoGetenv
 		// The Batch fake accepts any signature; no AWS account is involved.
 		awsCreds = credentials.NewStaticCredentialsProvider("demo", "demo", "")

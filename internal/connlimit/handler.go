@@ -1,7 +1,9 @@
 package connlimit
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -58,14 +60,19 @@ func Handler(next http.Handler, o HandlerOptions) http.Handler {
 			if o.BodyTimeout > 0 {
 				_ = rc.SetReadDeadline(now.Add(o.BodyTimeout))
 			}
+			done := func() {}
 			if tc != nil {
 				tc.l.setWaiting(tc, true)
 				// At the body's end the server lifts the read deadline
 				// (net/http clears it when it starts watching the
 				// connection for a client that goes away), and the
 				// connection no longer waits on its client.
-				r.Body = &trackedBody{ReadCloser: r.Body, done: func() { tc.l.setWaiting(tc, false) }}
+				done = func() { tc.l.setWaiting(tc, false) }
 			}
+			// A body that timed out leaves the connection in the middle
+			// of a request: the answer to it closes the connection
+			// instead of keeping it for the idle time-out.
+			r.Body = &trackedBody{ReadCloser: r.Body, done: done, timedOut: func() { w.Header().Set("Connection", "close") }}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -76,17 +83,23 @@ func hasBody(r *http.Request) bool {
 	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
-// trackedBody calls done once, when its body has been read to the end.
+// trackedBody calls done once, when its body has been read to the end, and
+// timedOut when a read of it times out.
 type trackedBody struct {
 	io.ReadCloser
-	once sync.Once
-	done func()
+	once     sync.Once
+	done     func()
+	timedOut func()
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
+	var ne net.Error
+	switch {
+	case err == io.EOF:
 		b.once.Do(b.done)
+	case errors.As(err, &ne) && ne.Timeout():
+		b.timedOut()
 	}
 	return n, err
 }

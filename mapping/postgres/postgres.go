@@ -1171,3 +1171,12 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// Ping reports whether the database answers on a pool connection: the
+// readiness check of a server on it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("the PostgreSQL store does not answer: %w", err)
+	}
+	return nil
+}

@@ -978,3 +978,13 @@ func (n *nullBlob) Scan(src any) error {
 	}
 	return nil
 }
+
+// Ping reports whether the store answers a query: the readiness check of
+// a server on it.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("the SQLite store does not answer: %w", err)
+	}
+	return nil
+}
