@@ -111,19 +111,23 @@ type settings struct {
 	SyncBudget      *time.Duration `yaml:"sync_budget"`
 	TTL             *time.Duration `yaml:"ttl"`
 	MissingGrace    *time.Duration `yaml:"missing_grace"`
+	// AfterSyncBudget: see [Tool.AfterSyncBudget] (results.go).
+	AfterSyncBudget *string `yaml:"after_sync_budget"`
 }
 
 // toolEntry is one entry of `tools:` as written.
 type toolEntry struct {
-	Name        string       `yaml:"name"`
-	Title       string       `yaml:"title"`
-	Description string       `yaml:"description"`
-	Backend     string       `yaml:"backend"`
-	Settings    settings     `yaml:",inline"`
-	InputSchema *yaml.Node   `yaml:"input_schema"`
-	Confirm     *Confirm     `yaml:"confirm"`
-	Annotations *Annotations `yaml:"annotations"`
-	Allow       *Policy      `yaml:"allow"`
+	Name        string     `yaml:"name"`
+	Title       string     `yaml:"title"`
+	Description string     `yaml:"description"`
+	Backend     string     `yaml:"backend"`
+	Settings    settings   `yaml:",inline"`
+	InputSchema *yaml.Node `yaml:"input_schema"`
+	// OutputSchema: see [Tool.OutputSchema] (results.go).
+	OutputSchema *yaml.Node   `yaml:"output_schema"`
+	Confirm      *Confirm     `yaml:"confirm"`
+	Annotations  *Annotations `yaml:"annotations"`
+	Allow        *Policy      `yaml:"allow"`
 	// Job is decoded once the backend's type is known.
 	Job *yaml.Node `yaml:"job"`
 }
@@ -228,6 +232,7 @@ func (l *loader) load(data []byte) *Catalog {
 	for i := range doc.Tools {
 		c.Tools = append(c.Tools, l.tool(fmt.Sprintf("tools[%d]", i), &doc.Tools[i], c.Backends, defaults, names))
 	}
+	l.companionNames(c)
 	return c
 }
 
@@ -343,6 +348,8 @@ type effective struct {
 	task                                              TaskMode
 	poll, refresh, syncBudget, ttl, missingGrace      time.Duration
 	pollAt, refreshAt, syncBudgetAt, ttlAt, missingAt string
+	afterBudget                                       AfterSyncBudget
+	afterBudgetAt                                     string
 }
 
 func builtinSettings() effective {
@@ -389,6 +396,7 @@ func (l *loader) settings(path string, s settings, base effective) effective {
 	set(&e.syncBudget, "sync_budget", s.SyncBudget, &e.syncBudgetAt)
 	set(&e.ttl, "ttl", s.TTL, &e.ttlAt)
 	set(&e.missingGrace, "missing_grace", s.MissingGrace, &e.missingAt)
+	l.afterSyncBudget(path, s.AfterSyncBudget, &e)
 	if e.refreshAt == "" {
 		// Not set anywhere: refresh as often as clients are told to poll.
 		e.refresh = e.poll
@@ -446,6 +454,8 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 	e := l.settings(path, te.Settings, defaults)
 	t.Task, t.PollInterval, t.RefreshInterval = e.task, e.poll, e.refresh
 	t.SyncBudget, t.TTL, t.MissingGrace = e.syncBudget, e.ttl, e.missingGrace
+	t.AfterSyncBudget = l.toolAfterSyncBudget(path, te, e)
+	t.OutputSchema = l.outputSchema(path+".output_schema", te.OutputSchema)
 
 	schema, props := l.inputSchema(path+".input_schema", te.InputSchema)
 	t.InputSchema = schema
