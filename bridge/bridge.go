@@ -421,6 +421,9 @@ func (t *tool) mcpTool() *mcp.Tool {
 		Description: t.Description,
 		InputSchema: json.RawMessage(t.InputSchema),
 	}
+	if s, err := outputSchemaOf(t.OutputSchema); err == nil && s != nil {
+		mt.OutputSchema = s // results.go: the envelope, with data typed by the catalog's schema
+	}
 	if a := t.Annotations; a != nil {
 		mt.Annotations = &mcp.ToolAnnotations{
 			DestructiveHint: a.Destructive,

@@ -332,7 +332,7 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 			return nil, &jsonrpc.Error{Code: int64(code), Message: msg}
 		case adapters.StateSucceeded, adapters.StateToolError, adapters.StateCancelled:
 			var res mcp.CallToolResult
-			if err := json.Unmarshal(toolResultJSON(o, ref, b.limits.MaxResultBytes), &res); err != nil {
+			if err := json.Unmarshal(b.toolResultOf(t, o, ref), &res); err != nil {
 				return nil, internalError("encoding result: %v", err)
 			}
 			return &res, nil
