@@ -85,9 +85,9 @@ func TestResultShape(t *testing.T) {
 					}}}},
 			want: map[string]any{
 				"summary": "Workflow run 9 (CI #3, attempt 1) of o/r concluded failure.", "outcome": "failed", "reason": "completed: failure",
-				"details": "Jobs:\n- build: success\n- test: failure\n\nLast 2 lines of the log of job test:\nFAIL x\nexit 1",
-				"job":     map[string]any{"backend": "gh", "id": "job-7", "url": "https://github.test/o/r/actions/runs/9"},
-				"links":   []any{map[string]any{"title": "Workflow run", "url": "https://github.test/o/r/actions/runs/9"}},
+				"details":     "Jobs:\n- build: success\n- test: failure\n\nLast 2 lines of the log of job test:\nFAIL x\nexit 1",
+				"job":         map[string]any{"backend": "gh", "id": "job-7", "url": "https://github.test/o/r/actions/runs/9"},
+				"links":       []any{map[string]any{"title": "Workflow run", "url": "https://github.test/o/r/actions/runs/9"}},
 				"failed_jobs": []any{map[string]any{"name": "test", "conclusion": "failure", "url": "https://github.test/j/2"}},
 				"data": map[string]any{"run_id": float64(9), "conclusion": "failure", "jobs": []any{
 					map[string]any{"name": "build", "conclusion": "success", "html_url": "https://github.test/j/1"},
