@@ -397,6 +397,7 @@ func (b *Bridge) newServer() *mcp.Server {
 		t := b.tools[ct.Name]
 		s.AddTool(t.mcpTool(), b.syncHandler(t))
 	}
+	b.addCompanions(s) // handle.go: task_status, task_cancel, task_answer
 	s.AddReceivingMiddleware(b.traceRequests, b.middleware)
 	// Registration only fails for names that shadow standard methods.
 	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))

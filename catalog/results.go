@@ -37,7 +37,7 @@ var CompanionTools = []string{"task_status", "task_cancel", "task_answer"}
 // ReturnsHandle reports whether a call without tasks gets the task's handle
 // at the sync budget instead of having its job cancelled.
 func (t *Tool) ReturnsHandle() bool {
-	return t.AfterSyncBudget == AfterBudgetHandle && t.Task != TaskNever
+	return t.AfterSyncBudget == AfterBudgetHandle && t.Task == TaskOptional
 }
 
 // UsesHandles reports whether some tool returns a handle, which makes the
@@ -66,13 +66,19 @@ func (l *loader) afterSyncBudget(path string, v *string, e *effective) {
 	}
 }
 
-// toolAfterSyncBudget is a tool's after_sync_budget. A tool that runs only
-// synchronously (task: never) cannot return a handle: said where the tool
-// asks for it; inherited from `defaults:` it does not apply to the tool.
+// toolAfterSyncBudget is a tool's after_sync_budget. Only a tool with task:
+// optional has calls without tasks that may outlive the budget: one with
+// task: never cannot run as a task, one with task: required refuses calls
+// without tasks. Asked for by such a tool, return_handle is an error;
+// inherited from `defaults:`, it does not apply to the tool.
 func (l *loader) toolAfterSyncBudget(path string, te *toolEntry, e effective) AfterSyncBudget {
-	if e.afterBudget == AfterBudgetHandle && e.task == TaskNever {
+	if e.afterBudget == AfterBudgetHandle && e.task != TaskOptional {
 		if e.afterBudgetAt == path+".after_sync_budget" {
-			l.invalid(e.afterBudgetAt, errors.New("return_handle needs a tool that may run as a task; this one has task: never"))
+			why := "this one has task: never (it cannot run as a task)"
+			if e.task == TaskRequired {
+				why = "this one has task: required (calls without tasks are refused)"
+			}
+			l.invalid(e.afterBudgetAt, fmt.Errorf("return_handle applies to tools with task: optional; %s", why))
 		}
 		return ""
 	}
