@@ -42,6 +42,9 @@ fi
 echo "building jobbridge..."
 go build -o "$tmp/jobbridge" ./cmd/jobbridge
 export JOBBRIDGE_BIN="$tmp/jobbridge"
+echo "building the mcp-go client program..."
+(cd "$here/mcpgo" && go build -o "$tmp/mcpgo" .)
+export MCPGO_BIN="$tmp/mcpgo"
 # Each demo keeps its task store in a fresh temporary directory: keep them
 # all under this run's directory, removed on exit.
 mkdir -p "$tmp/state"
@@ -49,7 +52,7 @@ export TMPDIR="$tmp/state"
 
 cd "$here"
 if [[ $# -eq 0 ]]; then
-  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs test/results.test.mjs test/aisdk.test.mjs
+  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs test/results.test.mjs test/aisdk.test.mjs test/mcpgo.test.mjs
 fi
 rc=0
 node --test --test-reporter=spec --test-concurrency=2 "$@" 2>&1 | tee "$tmp/out" || rc=$?
