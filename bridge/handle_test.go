@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -286,5 +287,37 @@ func TestCompanionsCountAgainstThePollLimit(t *testing.T) {
 	}
 	if refused == nil || !strings.Contains(refused.Text(), "too many task requests") {
 		t.Errorf("5 quick task_status calls at gets_per_second 1: last %+v; want one refused as too many", refused)
+	}
+}
+
+// TestHandleCallerGoesAway checks that a call in the handle mode whose
+// client goes away before it got an answer (its own time-out, say) does not
+// leave a job nobody can follow: the task is cancelled, and so is the job.
+func TestHandleCallerGoesAway(t *testing.T) {
+	h := newHarness(t, harnessOptions{tune: handleTools(time.Minute, "slow_compute")})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		cancel()
+	}()
+	if res, err := h.plain.CallTool(ctx, "slow_compute", map[string]any{"seconds": 30}, nil); err == nil {
+		t.Fatalf("the call answered %+v although the client went away", res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows, _, err := h.store.ListByPrincipal(t.Context(), "anonymous", time.Now(), nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The cancel is recorded and sent; the task reads cancelled once the
+		// job's end is next observed.
+		if len(rows) == 1 && rows[0].CancelRequestedAt != nil && rows[0].JobID != "" && h.fake.Cancels(rows[0].JobID) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task of the abandoned call was not cancelled with its job: %+v", rows)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
