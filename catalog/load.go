@@ -117,19 +117,19 @@ type settings struct {
 
 // toolEntry is one entry of `tools:` as written.
 type toolEntry struct {
-	Name        string     `yaml:"name"`
-	Title       string     `yaml:"title"`
-	Description string     `yaml:"description"`
-	Backend     string     `yaml:"backend"`
-	Settings    settings   `yaml:",inline"`
-	InputSchema *yaml.Node `yaml:"input_schema"`
-	// OutputSchema: see [Tool.OutputSchema] (results.go).
-	OutputSchema *yaml.Node   `yaml:"output_schema"`
-	Confirm      *Confirm     `yaml:"confirm"`
-	Annotations  *Annotations `yaml:"annotations"`
-	Allow        *Policy      `yaml:"allow"`
+	Name        string       `yaml:"name"`
+	Title       string       `yaml:"title"`
+	Description string       `yaml:"description"`
+	Backend     string       `yaml:"backend"`
+	Settings    settings     `yaml:",inline"`
+	InputSchema *yaml.Node   `yaml:"input_schema"`
+	Confirm     *Confirm     `yaml:"confirm"`
+	Annotations *Annotations `yaml:"annotations"`
+	Allow       *Policy      `yaml:"allow"`
 	// Job is decoded once the backend's type is known.
 	Job *yaml.Node `yaml:"job"`
+	// OutputSchema: see [Tool.OutputSchema] (results.go).
+	OutputSchema *yaml.Node `yaml:"output_schema"`
 }
 
 // decodeBlock decodes the mapping n into a new T (all its keys but skip),
