@@ -204,20 +204,30 @@ func (b *Bridge) taskAnswer(ctx context.Context, args companionArgs) *mcp.CallTo
 		}
 	}
 	if len(ignored) > 0 {
-		said += fmt.Sprintf(" Not open, so ignored: %s.", quoteList(ignored))
+		said += fmt.Sprintf(" Ignored (no open question by that key, or not a form's content): %s.", quoteList(ignored))
 	}
 	return b.statusResult(b.detailed(args.TaskID, after), said)
 }
 
 // answersFor turns task_answer's answers into the inputResponses of
 // tasks/update: each value is an elicitation result (with an action) or the
-// content of an accepted form. With a single question open and no answer
-// naming it, the answers as a whole are its content.
+// content of an accepted form (an object). With a single question open and
+// no object answer naming it, the answers as a whole are its content:
+// {"confirm": true} answers a lone question whose form asks for confirm,
+// whatever its key.
 func answersFor(open map[string]storedInput, given map[string]json.RawMessage) (map[string]json.RawMessage, []string) {
 	out := map[string]json.RawMessage{}
 	var ignored []string
 	for k, v := range given {
 		if _, ok := open[k]; !ok {
+			ignored = append(ignored, k)
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v, &obj) != nil {
+			if len(open) == 1 {
+				continue // not a form's content: the whole is, below
+			}
 			ignored = append(ignored, k)
 			continue
 		}

@@ -321,3 +321,26 @@ func TestHandleCallerGoesAway(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHandleJobQuestions checks a job that asks questions while a call
+// without tasks waits for it: the call answers the handle at once with the
+// questions, task_answer delivers the answers (the two at once, or one by
+// one), and the job then finishes.
+func TestHandleJobQuestions(t *testing.T) {
+	h := newHarness(t, harnessOptions{tune: handleTools(time.Minute, "multi_input")})
+	r := call(t, h.plain, "multi_input", nil)
+	e := envelopeOf(t, r)
+	if r.IsError || e.Outcome != "input_required" || len(e.InputRequests) != 2 || !strings.Contains(r.Text(), "What is your name?") {
+		t.Fatalf("multi_input: isError %v, %q, %+v; want the handle with both questions", r.IsError, r.Text(), e)
+	}
+	id := e.Task.ID
+	a := call(t, h.plain, "task_answer", map[string]any{"task_id": id, "answers": map[string]any{"name": map[string]any{"name": "Ada"}, "nosuch": map[string]any{}}})
+	if ae := envelopeOf(t, a); a.IsError || ae.Outcome != "input_required" || len(ae.InputRequests) != 1 || !strings.Contains(a.Text(), `Ignored (no open question by that key, or not a form's content): "nosuch"`) {
+		t.Errorf("answering one question: %q, %+v; want the other still open and the unknown key named", a.Text(), ae)
+	}
+	call(t, h.plain, "task_answer", map[string]any{"task_id": id, "answers": map[string]any{"confirm": true}})
+	done := statusUntil(t, h.plain, id)
+	if de := envelopeOf(t, done); done.IsError || de.Outcome != "succeeded" || !strings.HasPrefix(done.Text(), "All questions answered.") {
+		t.Errorf("after both answers: %q, %+v; want the job's result", done.Text(), de)
+	}
+}
