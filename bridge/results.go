@@ -326,13 +326,19 @@ func renderResult(in resultInput) (raw json.RawMessage, problem string) {
 	if data != nil {
 		// A JSON round trip gives the data the types a client will see,
 		// which the schema is checked against.
-		if b, err := json.Marshal(data); err == nil {
-			var clean map[string]any
-			if json.Unmarshal(b, &clean) == nil {
-				data = clean
-			}
+		var clean map[string]any
+		b, err := json.Marshal(data)
+		if err == nil {
+			err = json.Unmarshal(b, &clean)
 		}
-		lift(env, data)
+		if err != nil {
+			env.DataProblem = "the job's data could not be encoded as JSON: " + sanitize(err.Error(), 256)
+			clean = nil
+		}
+		data = clean
+		if data != nil {
+			lift(env, data)
+		}
 	}
 	if in.dataSchema != nil && env.Outcome == outcomeSucceeded {
 		check := data

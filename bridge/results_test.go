@@ -256,3 +256,14 @@ func TestBridgeErrorsCarryTheirReason(t *testing.T) {
 		t.Errorf("toolResultText: structuredContent %v; want outcome failed with the reason", got.Structured)
 	}
 }
+
+// TestResultDataThatIsNotJSON checks that data an adapter gives but JSON
+// cannot carry loses only the data, said so, not the result.
+func TestResultDataThatIsNotJSON(t *testing.T) {
+	o := adapters.Observation{State: adapters.StateSucceeded, Result: &adapters.Result{Text: "Done.", Structured: map[string]any{"f": func() {}}}}
+	raw, _ := renderResult(resultInput{obs: o, ref: adapters.JobRef{ID: "j"}, backend: "jobs", maxBytes: 1 << 16})
+	got := decodeServed(t, raw)
+	if p, _ := got.Structured["data_problem"].(string); got.Structured["summary"] != "Done." || got.Structured["data"] != nil || !strings.Contains(p, "could not be encoded") {
+		t.Errorf("structuredContent %v: want the summary kept and the data left out, saying why", got.Structured)
+	}
+}
