@@ -8,8 +8,9 @@
 #     and its subscriptions/listen for notifications/tasks: test/listen.test.mjs;
 #   - @modelcontextprotocol/sdk 1.32.2, the v1 SDK behind most desktop clients
 #     (protocol 2025-11-25, experimental tasks): test/legacy.test.mjs, and
-#     read as a structuredContent-only and a text-only client:
-#     test/results.test.mjs;
+#     read as a structuredContent-only and a text-only client, and the 2.x
+#     client declaring no extension (as Claude Code calls in print mode)
+#     following the handle: test/results.test.mjs;
 #
 # each over Streamable HTTP (`demo --listen 127.0.0.1:0`, the address read
 # from its log) and over stdio (the client spawns `demo --stdio`); and,
