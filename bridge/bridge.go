@@ -404,6 +404,7 @@ func (b *Bridge) newServer() *mcp.Server {
 		t := b.tools[ct.Name]
 		s.AddTool(t.mcpTool(), b.syncHandler(t))
 	}
+	b.addCompanions(s) // handle.go: task_status, task_cancel, task_answer
 	s.AddReceivingMiddleware(b.traceRequests, b.middleware)
 	// Registration only fails for names that shadow standard methods.
 	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))
@@ -427,6 +428,9 @@ func (t *tool) mcpTool() *mcp.Tool {
 		Title:       t.Title,
 		Description: t.Description,
 		InputSchema: json.RawMessage(t.InputSchema),
+	}
+	if s, err := outputSchemaOf(t.OutputSchema); err == nil && s != nil {
+		mt.OutputSchema = s // results.go: the envelope, with data typed by the catalog's schema
 	}
 	if a := t.Annotations; a != nil {
 		mt.Annotations = &mcp.ToolAnnotations{

@@ -223,6 +223,9 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 			r, answered := req.Params.InputResponses[confirmKey]
 			if !answered {
 				if !elicitOK {
+					if t.ReturnsHandle() { // handle.go
+						return b.handleUnconfirmed(ctx, t, args)
+					}
 					return nil, missingCapability(elicitationCapability(), "elicitation (the tool asks for confirmation)")
 				}
 				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{
@@ -255,6 +258,9 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 // brings news and otherwise at least every min(2*poll_interval, 15s) while
 // it waits, so that its request time-out can be reset.
 func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if t.ReturnsHandle() { // handle.go: the job runs as a task, and outlives the budget
+		return b.runWithHandle(ctx, t, args, req)
+	}
 	var progress *syncProgress // nil: the client asked for no progress
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
@@ -332,7 +338,7 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 			return nil, &jsonrpc.Error{Code: int64(code), Message: msg}
 		case adapters.StateSucceeded, adapters.StateToolError, adapters.StateCancelled:
 			var res mcp.CallToolResult
-			if err := json.Unmarshal(toolResultJSON(o, ref, b.limits.MaxResultBytes), &res); err != nil {
+			if err := json.Unmarshal(b.toolResultOf(t, o, ref), &res); err != nil {
 				return nil, internalError("encoding result: %v", err)
 			}
 			return &res, nil

@@ -493,13 +493,13 @@ func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapter
 			t.StatusMessage = msg
 		}
 	case adapters.StateSucceeded:
-		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
+		setTerminal(t, mapping.StatusCompleted, msg, b.toolResultOf(tl, o, ref), nil)
 	case adapters.StateToolError:
 		if stoppedByCancel(t, o) {
 			setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
 			return
 		}
-		setTerminal(t, mapping.StatusCompleted, msg, toolResultJSON(o, ref, b.limits.MaxResultBytes), nil)
+		setTerminal(t, mapping.StatusCompleted, msg, b.toolResultOf(tl, o, ref), nil)
 	case adapters.StateCancelled:
 		setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
 	case adapters.StateFailed:

@@ -234,6 +234,13 @@ type Tool struct {
 	// SyncBudget bounds how long a synchronous call waits for the job.
 	// Default 50s, under the 60s request time-out of common clients.
 	SyncBudget time.Duration
+	// AfterSyncBudget is what a call without tasks gets when its job
+	// outlives SyncBudget: the job cancelled (the default) or the task's
+	// handle (see results.go).
+	AfterSyncBudget AfterSyncBudget
+	// OutputSchema, when set, is the JSON Schema of the job's data (see
+	// results.go), as JSON.
+	OutputSchema json.RawMessage
 	// TTL is how long a task stays retrievable after creation. Default 24h.
 	TTL time.Duration
 	// MissingGrace is how long a job may be missing from the backend before

@@ -141,6 +141,11 @@ type settings struct {
 	// MissingGrace is how long a job may be missing from the backend (or
 	// its status unreadable) before the task ends. Default 2m.
 	MissingGrace *time.Duration `yaml:"missing_grace"`
+	// AfterSyncBudget says what a call that is not a task gets when its
+	// job outlives sync_budget: cancel (the job is cancelled, said in
+	// words) or return_handle (a handle to follow with the companion
+	// tools). Default cancel. See [Tool.AfterSyncBudget] (results.go).
+	AfterSyncBudget *string `yaml:"after_sync_budget"`
 }
 
 // toolEntry is one entry of `tools:` as written.
@@ -171,6 +176,8 @@ type toolEntry struct {
 	// Job is the backend type's job block: how a call becomes a job. It is
 	// decoded once the backend's type is known.
 	Job *yaml.Node `yaml:"job"`
+	// OutputSchema: see [Tool.OutputSchema] (results.go).
+	OutputSchema *yaml.Node `yaml:"output_schema"`
 }
 
 // decodeBlock decodes the mapping n into a new T (all its keys but skip),
@@ -273,6 +280,7 @@ func (l *loader) load(data []byte) *Catalog {
 	for i := range doc.Tools {
 		c.Tools = append(c.Tools, l.tool(fmt.Sprintf("tools[%d]", i), &doc.Tools[i], c.Backends, defaults, names))
 	}
+	l.companionNames(c)
 	return c
 }
 
@@ -390,6 +398,8 @@ type effective struct {
 	task                                              TaskMode
 	poll, refresh, syncBudget, ttl, missingGrace      time.Duration
 	pollAt, refreshAt, syncBudgetAt, ttlAt, missingAt string
+	afterBudget                                       AfterSyncBudget
+	afterBudgetAt                                     string
 }
 
 func builtinSettings() effective {
@@ -436,6 +446,7 @@ func (l *loader) settings(path string, s settings, base effective) effective {
 	set(&e.syncBudget, "sync_budget", s.SyncBudget, &e.syncBudgetAt)
 	set(&e.ttl, "ttl", s.TTL, &e.ttlAt)
 	set(&e.missingGrace, "missing_grace", s.MissingGrace, &e.missingAt)
+	l.afterSyncBudget(path, s.AfterSyncBudget, &e)
 	if e.refreshAt == "" {
 		// Not set anywhere: refresh as often as clients are told to poll.
 		e.refresh = e.poll
@@ -493,6 +504,8 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 	e := l.settings(path, te.Settings, defaults)
 	t.Task, t.PollInterval, t.RefreshInterval = e.task, e.poll, e.refresh
 	t.SyncBudget, t.TTL, t.MissingGrace = e.syncBudget, e.ttl, e.missingGrace
+	t.AfterSyncBudget = l.toolAfterSyncBudget(path, te, e)
+	t.OutputSchema = l.outputSchema(path+".output_schema", te.OutputSchema)
 
 	schema, props := l.inputSchema(path+".input_schema", te.InputSchema)
 	t.InputSchema = schema

@@ -161,5 +161,35 @@ export function text(result) {
     .join("\n");
 }
 
-/** The four tools of clients/catalog.yaml. */
-export const toolNames = ["broken_export", "confirm_delete", "long_migration", "quick_report"];
+/**
+ * The tools the server lists for clients/catalog.yaml: its seven, and the
+ * companion tools of the handle mode, which its slow_report, slow_failure
+ * and confirm_purge use.
+ */
+export const toolNames = [
+  "broken_export",
+  "confirm_delete",
+  "confirm_purge",
+  "long_migration",
+  "quick_report",
+  "slow_failure",
+  "slow_report",
+  "task_answer",
+  "task_cancel",
+  "task_status",
+];
+
+/**
+ * Checks a quick_report result for the label: its structured content is
+ * the result (summary, outcome, the job's data), and its text carries the
+ * same, the summary first.
+ */
+export function assertReport(result, label) {
+  const sc = result.structuredContent;
+  assert.equal(sc?.summary, `Report ${label} is ready.`, JSON.stringify(result));
+  assert.equal(sc.outcome, "succeeded");
+  assert.deepEqual(sc.data, { label });
+  const t = text(result);
+  assert.equal(t.split("\n")[0], `Report ${label} is ready.`, t);
+  assert.ok(t.includes(`Data: ${JSON.stringify({ label })}`), `the text carries the data: ${t}`);
+}

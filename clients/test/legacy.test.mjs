@@ -7,7 +7,7 @@ import { describe, test, before, after } from "node:test";
 // Bounds each test (and each hook): a flow that hangs fails in seconds.
 const timeout = 30000;
 import assert from "node:assert/strict";
-import { startHTTP, jobs, newJob, jobReaches, eventually, text, toolNames } from "../lib/jobbridge.mjs";
+import { startHTTP, jobs, newJob, jobReaches, eventually, text, toolNames, assertReport } from "../lib/jobbridge.mjs";
 import { connectLegacy, stream, describe as show } from "../lib/legacy.mjs";
 
 const related = "io.modelcontextprotocol/related-task";
@@ -29,7 +29,7 @@ for (const kind of ["http", "stdio"]) {
       await c.client.listTools();
       const result = await c.client.callTool({ name: "quick_report", arguments: { label: `sync-${kind}` } });
       assert.equal(result.isError ?? false, false, JSON.stringify(result));
-      assert.equal(text(result), `Report sync-${kind} is ready.`);
+      assertReport(result, `sync-${kind}`);
       assert.equal(result.task, undefined, "a call without params.task gets no task");
     });
 
@@ -47,8 +47,7 @@ for (const kind of ["http", "stdio"]) {
       const last = messages.at(-1);
       assert.equal(last.type, "result", show(messages));
       assert.equal(last.result.isError ?? false, false);
-      assert.equal(text(last.result), `Report legacy-${kind} is ready.`);
-      assert.deepEqual(last.result.structuredContent, { label: `legacy-${kind}` });
+      assertReport(last.result, `legacy-${kind}`);
       assert.equal(last.result._meta?.[related]?.taskId, task.taskId, "tasks/result carries related-task _meta");
     });
 

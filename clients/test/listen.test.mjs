@@ -10,7 +10,7 @@ import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { startHTTP, stdioCommand, jobs, newJob, jobReaches, text } from "../lib/jobbridge.mjs";
+import { startHTTP, stdioCommand, jobs, newJob, jobReaches, text, assertReport } from "../lib/jobbridge.mjs";
 import { connectModern, listenTasks, requests } from "../lib/modern.mjs";
 
 // Bounds each test (and each hook): a flow that hangs fails in seconds.
@@ -71,8 +71,7 @@ for (const kind of ["http", "stdio"]) {
       const seen = [];
       const { outcome } = await ex.settle({ onEvent: (e) => e.type === "task" && seen.push(e.task.status) });
       assert.equal(outcome.status, "completed", JSON.stringify(outcome));
-      assert.equal(text(outcome.result), `Report ${label} is ready.`);
-      assert.deepEqual(outcome.result.structuredContent, { label });
+      assertReport(outcome.result, label);
       assert.equal(seen.at(-1), "completed", `the session's statuses: ${seen}`);
       assert.ok(
         seen.slice(0, -1).every((s) => s === "working"),
@@ -86,8 +85,7 @@ for (const kind of ["http", "stdio"]) {
       assert.equal(statuses[0], "working", `statuses pushed: ${statuses}`);
       const last = pushed.at(-1);
       assert.equal(last.status, "completed", `statuses pushed: ${statuses}`);
-      assert.equal(text(last.result), `Report ${label} is ready.`);
-      assert.deepEqual(last.result.structuredContent, { label });
+      assertReport(last.result, label);
       assert.equal(last.result.isError, false);
       // Every notification on the wire for the task names its subscription.
       const onWire = c.wire.received.filter((m) => m.method === "notifications/tasks" && m.params.taskId === taskId);

@@ -5,7 +5,7 @@ import { describe, test, before, after } from "node:test";
 // Bounds each test (and each hook): a flow that hangs fails in seconds.
 const timeout = 30000;
 import assert from "node:assert/strict";
-import { startHTTP, jobs, newJob, jobReaches, eventually, text, toolNames } from "../lib/jobbridge.mjs";
+import { startHTTP, jobs, newJob, jobReaches, eventually, text, toolNames, assertReport } from "../lib/jobbridge.mjs";
 import { connectModern } from "../lib/modern.mjs";
 
 for (const kind of ["http", "stdio"]) {
@@ -37,8 +37,7 @@ for (const kind of ["http", "stdio"]) {
       const { outcome } = await ex.settle({ onEvent: (e) => e.type === "task" && seen.push(e.task.status) });
       assert.equal(outcome.status, "completed", JSON.stringify(outcome));
       assert.equal(outcome.result.isError, false);
-      assert.equal(text(outcome.result), `Report modern-${kind} is ready.`);
-      assert.deepEqual(outcome.result.structuredContent, { label: `modern-${kind}` });
+      assertReport(outcome.result, `modern-${kind}`);
       assert.equal(seen[0], "working", `statuses seen: ${seen}`);
     });
 

@@ -488,7 +488,7 @@ func (c *caller) printResult(r *taskclient.ToolResult) error {
 			writeLine(c.stdout, string(block.Raw))
 		}
 	}
-	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
+	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" && !mirroredEnvelope(r.StructuredContent) {
 		if err := printJSON(c.stdout, r.StructuredContent); err != nil {
 			return err
 		}
@@ -497,6 +497,17 @@ func (c *caller) printResult(r *taskclient.ToolResult) error {
 		return errors.New("tool reported an error")
 	}
 	return nil
+}
+
+// mirroredEnvelope reports whether structured content is jobbridge's result
+// envelope (summary, outcome, ...), which the text block already carries in
+// full (bridge/results.go): printing it again would say everything twice.
+func mirroredEnvelope(raw json.RawMessage) bool {
+	var env struct {
+		Summary *string `json:"summary"`
+		Outcome *string `json:"outcome"`
+	}
+	return json.Unmarshal(raw, &env) == nil && env.Summary != nil && env.Outcome != nil
 }
 
 func printJSON(w io.Writer, raw json.RawMessage) error {
