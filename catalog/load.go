@@ -120,6 +120,7 @@ type toolEntry struct {
 	Description string       `yaml:"description"`
 	Backend     string       `yaml:"backend"`
 	Settings    settings     `yaml:",inline"`
+	Calls       callSettings `yaml:",inline"`
 	InputSchema *yaml.Node   `yaml:"input_schema"`
 	Confirm     *Confirm     `yaml:"confirm"`
 	Annotations *Annotations `yaml:"annotations"`
@@ -446,6 +447,7 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 	e := l.settings(path, te.Settings, defaults)
 	t.Task, t.PollInterval, t.RefreshInterval = e.task, e.poll, e.refresh
 	t.SyncBudget, t.TTL, t.MissingGrace = e.syncBudget, e.ttl, e.missingGrace
+	t.Calls = l.calls(path, te.Calls, e.task, e.syncBudget)
 
 	schema, props := l.inputSchema(path+".input_schema", te.InputSchema)
 	t.InputSchema = schema
