@@ -484,6 +484,7 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx = withPrincipal(ctx, p)
 		ctx = withCaller(ctx, caller)
 		ctx = withRevision(ctx, requestRevision(req))
+		ctx = withIdempotencyMeta(ctx, req) // idempotency.go
 		if res, err, handled := b.legacyMiddleware(ctx, method, req, next); handled {
 			return res, err
 		}

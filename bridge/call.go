@@ -255,6 +255,9 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 // brings news and otherwise at least every min(2*poll_interval, 15s) while
 // it waits, so that its request time-out can be reset.
 func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if b.hasCallKey(ctx, t, args) { // idempotency.go
+		return b.runSyncIdempotent(ctx, t, args)
+	}
 	var progress *syncProgress // nil: the client asked for no progress
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
@@ -560,7 +563,11 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 	// The store enforces both limits with the insert, so that they hold
 	// across the replicas sharing it.
 	limits := mapping.CreateLimits{MaxLive: b.limits.MaxLiveTasks, PerMinute: b.limits.CreatesPerMinute}
-	if err := b.store.Create(ctx, task, limits); errors.Is(err, mapping.ErrLiveLimit) {
+	if err := b.createRow(ctx, task, limits); errors.As(err, new(*idempotentReuse)) { // idempotency.go
+		b.releaseSubmission(task.Key)
+		id, task, early, err, _ := reused(err)
+		return id, task, early, err
+	} else if errors.Is(err, mapping.ErrLiveLimit) {
 		b.releaseSubmission(task.Key)
 		b.metrics.reject("live_tasks")
 		return "", nil, toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
