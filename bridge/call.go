@@ -505,6 +505,9 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	if err != nil || early != nil {
 		return early, err
 	}
+	if res, err, ok := b.inlineResult(ctx, t, id, &task); ok { // inline.go
+		return res, err
+	}
 	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
 }
 

@@ -179,7 +179,6 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 			return nil
 		}
 		if held.ArgsDigest != rec.ArgsDigest {
-			b.metrics.reject("idempotency_conflict")
 			return &idempotentReuse{err: invalidParams("idempotency key %q was first used for a call with different arguments (or another tool); the arguments differ, so no job was started: use a new key for a different call", sanitize(key, 80))}
 		}
 		id, ok := b.openID(&mapping.Task{Key: held.TaskKey, SealedID: held.SealedID})
