@@ -40,7 +40,7 @@ export TMPDIR="$tmp/state"
 
 cd "$here"
 if [[ $# -eq 0 ]]; then
-  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs
+  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs test/legacy-push.test.mjs
 fi
 rc=0
 node --test --test-reporter=spec --test-concurrency=2 "$@" 2>&1 | tee "$tmp/out" || rc=$?
