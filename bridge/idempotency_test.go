@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
@@ -49,6 +50,8 @@ type idemSetup struct {
 	cat      *catalog.Catalog
 	stateKey []byte
 	starts   atomic.Int64
+	// skew moves the bridges' clock ahead of the real one.
+	skew atomic.Int64
 }
 
 func newIdemSetup(t *testing.T, tune func(*catalog.Catalog)) *idemSetup {
@@ -84,6 +87,7 @@ func (s *idemSetup) start(t *testing.T, store mapping.Store) *replica {
 		Adapters: map[string]adapters.Adapter{"jobs": startCounter{a, &s.starts}},
 		Build:    "test",
 		StateKey: s.stateKey,
+		Now:      func() time.Time { return time.Now().Add(time.Duration(s.skew.Load())) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -263,5 +267,87 @@ func TestIdempotencyAcrossReplicas(t *testing.T) {
 	// The task is the same on either replica.
 	if _, err := rs[1].tasks.GetTask(t.Context(), ids[0]); err != nil {
 		t.Errorf("tasks/get on the other replica: %v", err)
+	}
+}
+
+func TestIdempotencyKeyUnder2025(t *testing.T) {
+	s := newIdemSetup(t, nil)
+	r := s.start(t, openSQLite(t, filepath.Join(t.TempDir(), "tasks.db")))
+	c, _ := newLegacyClient(t, r.srv.URL, `{}`)
+	call := func() string {
+		var res struct {
+			Task legacyTask `json:"task"`
+		}
+		c.mustCall("tools/call", map[string]any{
+			"name": "slow_compute", "arguments": map[string]any{"seconds": 5}, "task": map[string]any{},
+			"_meta": map[string]any{bridge.IdempotencyKeyMeta: "legacy-1"},
+		}, &res)
+		return res.Task.TaskID
+	}
+	first, again := call(), call()
+	if first == "" || again != first || s.starts.Load() != 1 {
+		t.Errorf("two 2025-11-25 calls with one key: tasks %q and %q, %d jobs; want one task, one job", first, again, s.starts.Load())
+	}
+	// A 2026-07-28 call with the same key gets the same task.
+	modern := taskOf(t)(r.tasks.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 5}, withKey("legacy-1")))
+	if modern.TaskID != first {
+		t.Errorf("a 2026-07-28 call with the key got %s, want %s", modern.TaskID, first)
+	}
+}
+
+func TestIdempotencyWindow(t *testing.T) {
+	s := newIdemSetup(t, func(cat *catalog.Catalog) {
+		cat.Tool("slow_compute").Calls.IdempotencyWindow = time.Minute
+	})
+	r := s.start(t, openSQLite(t, filepath.Join(t.TempDir(), "tasks.db")))
+	ctx := t.Context()
+	args := map[string]any{"seconds": 0.1, "label": "w"}
+	first := taskOf(t)(r.tasks.CallTool(ctx, "slow_compute", args, withKey("w-1")))
+	if _, err := taskclient.Wait(ctx, r.tasks, first.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Within the window after it ended: the same, ended task.
+	again := taskOf(t)(r.tasks.CallTool(ctx, "slow_compute", args, withKey("w-1")))
+	if again.TaskID != first.TaskID || again.Status != "completed" {
+		t.Errorf("within the window: task %s (%s), want the first, completed", again.TaskID, again.Status)
+	}
+	// Past the window: the key is free again, and a new job starts.
+	s.skew.Store(int64(2 * time.Minute))
+	later := taskOf(t)(r.tasks.CallTool(ctx, "slow_compute", args, withKey("w-1")))
+	if later.TaskID == first.TaskID {
+		t.Error("past the window the key still named the first task")
+	}
+	if n := s.starts.Load(); n != 2 {
+		t.Errorf("%d jobs, want 2 (one per window)", n)
+	}
+	// And it names the new task now.
+	last := taskOf(t)(r.tasks.CallTool(ctx, "slow_compute", args, withKey("w-1")))
+	if last.TaskID != later.TaskID {
+		t.Errorf("after the takeover the key named %s, want %s", last.TaskID, later.TaskID)
+	}
+}
+
+// TestIdempotentSyncRetryAfterTimeout is the story keys exist for: a
+// client gives up on a synchronous call and calls again with the same key;
+// the job it started goes on, and the retry gets its result.
+func TestIdempotentSyncRetryAfterTimeout(t *testing.T) {
+	s := newIdemSetup(t, nil)
+	r := s.start(t, openSQLite(t, filepath.Join(t.TempDir(), "tasks.db")))
+	args := map[string]any{"seconds": 0.6, "label": "retried"}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	_, err := r.plain.CallTool(ctx, "slow_compute", args, withKey("retry-1"))
+	cancel()
+	if err == nil {
+		t.Fatal("the first call ended before its client gave up; the job is too quick for this test")
+	}
+	res, err := r.plain.CallTool(t.Context(), "slow_compute", args, withKey("retry-1"))
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if res.Result == nil || !strings.Contains(res.Result.Text(), "Computed retried") {
+		t.Fatalf("retry got %+v, want the first job's result", res)
+	}
+	if n := s.starts.Load(); n != 1 {
+		t.Errorf("a call and its retry submitted %d jobs, want 1", n)
 	}
 }
