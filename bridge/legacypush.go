@@ -258,7 +258,7 @@ func (s *legacySession) relay(id string, t *mapping.Task) {
 			if err != nil {
 				// Not delivered or not answered: a tasks/result may ask.
 				s.ls.releaseQuestion(t.Key, key)
-				b.log.Info("relaying a question to a 2025-11-25 session failed", "task", shortKey(t.Key), "error", err)
+				b.log.Debug("relaying a question to a 2025-11-25 session failed", "task", shortKey(t.Key), "error", err)
 				return
 			}
 			answer, err := json.Marshal(elicitAnswer{Action: res.Action, Content: res.Content})

@@ -449,8 +449,10 @@ func TestRelayedQuestionNotAskedAgainByTasksResult(t *testing.T) {
 		res, err := mcp.CallCustomMethod[*taskIDParams, *toolResultRaw](t.Context(), c.cs, "tasks/result", &taskIDParams{TaskID: id})
 		got <- result{res, err}
 	}()
-	for h.bridge.ResultsWaiting(id) == 0 {
-		time.Sleep(5 * time.Millisecond)
+	for deadline := time.Now().Add(15 * time.Second); h.bridge.ResultsWaiting(id) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("tasks/result never reached the server")
+		}
 	}
 	close(release)
 	var r result
