@@ -4,10 +4,12 @@
 // client parses each with its TaskStatusNotificationSchema; a notification
 // that did not parse, or a carrier left on the wire (a progress
 // notification with a token the client never sent), would reach
-// client.onerror instead.
+// client.onerror instead. And a session that polls only tasks/get (as MCP
+// Inspector does with "Run as task") is asked its task's question on the
+// same channel, once.
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { CreateTaskResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, CreateTaskResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { startHTTP } from "../lib/jobbridge.mjs";
 import { connectLegacy } from "../lib/legacy.mjs";
 
@@ -74,6 +76,31 @@ for (const kind of ["http", "stdio"]) {
       const n = await notified(taskId, "cancelled");
       assert.equal(n.taskId, taskId);
       assert.deepEqual(errors, []);
+    });
+
+    test("a session that polls only tasks/get is asked the confirmation, once", { timeout }, async () => {
+      const asked = c.elicitations.length;
+      const created = await c.client.request(
+        { method: "tools/call", params: { name: "confirm_delete", arguments: { filename: `relay-${kind}.txt` }, task: {} } },
+        CreateTaskResultSchema,
+      );
+      const taskId = created.task.taskId;
+      let task = created.task;
+      const deadline = Date.now() + 20000;
+      while (!["completed", "failed", "cancelled"].includes(task.status)) {
+        assert.ok(Date.now() < deadline, `the task never ended: ${JSON.stringify(task)}`);
+        await new Promise((r) => setTimeout(r, task.pollInterval ?? 200));
+        task = await c.client.experimental.tasks.getTask(taskId);
+      }
+      assert.equal(task.status, "completed", JSON.stringify(task));
+      const mine = c.elicitations.slice(asked);
+      assert.equal(mine.length, 1, `asked ${JSON.stringify(mine)}`);
+      assert.equal(mine[0].params._meta?.["io.modelcontextprotocol/related-task"]?.taskId, taskId);
+      assert.match(mine[0].params.message, new RegExp(`relay-${kind}\\.txt`));
+      // The result is there; a tasks/result now asks nothing again.
+      const result = await c.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
+      assert.equal(result.content?.[0]?.text, `Deleted relay-${kind}.txt.`);
+      assert.equal(c.elicitations.length - asked, 1, "tasks/result asked the question again");
     });
   });
 }
