@@ -119,6 +119,11 @@ func reused(err error) (id string, task *mapping.Task, early mcp.Result, rerr er
 	return r.id, r.task, nil, r.err, true
 }
 
+// maxTakeovers bounds how often one call tries to take a key over from a
+// task that is gone or past its window (each try loses only to another
+// call that took it first, whose task it then gets).
+const maxTakeovers = 4
+
 // createRowWait bounds how long a call waits for the task of a key that
 // another call has just claimed and not created yet.
 const createRowWait = 2 * time.Second
@@ -159,7 +164,11 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 	}
 	var replace *mapping.Key
 	waitUntil := time.Now().Add(createRowWait)
+	takeovers := 0
 	for {
+		if takeovers > maxTakeovers {
+			return &idempotentReuse{err: internalError("idempotency key %q kept changing hands; no job was started: call again", sanitize(key, 80))}
+		}
 		now := b.opts.Now()
 		held, err := is.ClaimIdempotencyKey(ctx, rec, replace, now)
 		if err != nil {
@@ -178,13 +187,9 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 			}
 			return nil
 		}
-		if held.ArgsDigest != rec.ArgsDigest {
-			return &idempotentReuse{err: invalidParams("idempotency key %q was first used for a call with different arguments (or another tool); the arguments differ, so no job was started: use a new key for a different call", sanitize(key, 80))}
-		}
-		id, ok := b.openID(&mapping.Task{Key: held.TaskKey, SealedID: held.SealedID})
-		if !ok {
-			return &idempotentReuse{err: internalError("idempotency key %q names a task this server cannot open (it was created under another JOBBRIDGE_STATE_KEY); no job was started", sanitize(key, 80))}
-		}
+		// The key is held: by a task that still counts (then this call
+		// gets it, if it is the same call), or by one that is gone or
+		// ended longer ago than the window (then the key is free again).
 		existing, err := b.store.Get(ctx, held.TaskKey, task.Principal, now)
 		switch {
 		case errors.Is(err, mapping.ErrNotFound):
@@ -203,6 +208,7 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 			}
 			// The task is gone (or never was: its creator stopped).
 			replace = &held.TaskKey
+			takeovers++
 			continue
 		case err != nil:
 			b.log.Error("reading the task of an idempotency key", "error", err)
@@ -210,7 +216,15 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 		case existing.Status.Terminal() && !now.Before(existing.UpdatedAt.Add(held.Window)):
 			// Ended longer ago than the window: the key is free again.
 			replace = &held.TaskKey
+			takeovers++
 			continue
+		}
+		if held.ArgsDigest != rec.ArgsDigest {
+			return &idempotentReuse{err: invalidParams("idempotency key %q was first used for a call with different arguments (or another tool); the arguments differ, so no job was started: use a new key for a different call", sanitize(key, 80))}
+		}
+		id, ok := b.openID(&mapping.Task{Key: held.TaskKey, SealedID: held.SealedID})
+		if !ok {
+			return &idempotentReuse{err: internalError("idempotency key %q names a task this server cannot open (it was created under another JOBBRIDGE_STATE_KEY); no job was started", sanitize(key, 80))}
 		}
 		b.log.Info("call answered with the task of its idempotency key", "task", shortKey(existing.Key), "tool", task.Tool)
 		return &idempotentReuse{id: id, task: existing}

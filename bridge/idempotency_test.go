@@ -351,3 +351,36 @@ func TestIdempotentSyncRetryAfterTimeout(t *testing.T) {
 		t.Errorf("a call and its retry submitted %d jobs, want 1", n)
 	}
 }
+
+// TestIdempotencyKeyOfAStoppedCreator: a key claimed by a call that
+// stopped before it created its task (a crash between the two writes) is
+// taken over once the claim is older than the call timeout.
+func TestIdempotencyKeyOfAStoppedCreator(t *testing.T) {
+	s := newIdemSetup(t, nil)
+	store := openSQLite(t, filepath.Join(t.TempDir(), "tasks.db"))
+	r := s.start(t, store)
+	now := time.Now()
+	orphan := &mapping.IdempotencyRecord{
+		Principal:  "anonymous",
+		KeyHash:    mapping.IdempotencyKeyOf("orphan-1"),
+		ArgsDigest: "whatever the stopped call had",
+		TaskKey:    mapping.KeyOf("never-created"),
+		SealedID:   []byte("not openable"),
+		CreatedAt:  now.Add(-time.Minute),
+		ExpiresAt:  now.Add(time.Hour),
+		Window:     time.Hour,
+	}
+	if held, err := store.(mapping.IdempotencyStore).ClaimIdempotencyKey(t.Context(), orphan, nil, now); err != nil || held != nil {
+		t.Fatalf("claiming the orphan: %v, %v", held, err)
+	}
+	// The stopped call's digest differs, but its task never existed: the
+	// key is taken over, not refused.
+	task := taskOf(t)(r.tasks.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 5}, withKey("orphan-1")))
+	if n := s.starts.Load(); n != 1 || task.Status != "working" {
+		t.Errorf("a call with an orphaned key: %d jobs, task %s; want one job and its task", n, task.Status)
+	}
+	again := taskOf(t)(r.tasks.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 5}, withKey("orphan-1")))
+	if again.TaskID != task.TaskID {
+		t.Errorf("after the takeover the key named %s, want %s", again.TaskID, task.TaskID)
+	}
+}
