@@ -256,7 +256,7 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 // it waits, so that its request time-out can be reset.
 func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if b.hasCallKey(ctx, t, args) { // idempotency.go
-		return b.runSyncIdempotent(ctx, t, args)
+		return b.runSyncIdempotent(ctx, t, args, req)
 	}
 	var progress *syncProgress // nil: the client asked for no progress
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}

@@ -257,8 +257,10 @@ func (b *Bridge) hasCallKey(ctx context.Context, t *tool, args map[string]any) b
 // gets the stored result, or waits for it within what is left of the
 // budget. When the budget runs out the job is cancelled, as for any
 // synchronous call; a call whose client goes away leaves it running until
-// then, for the retry to find.
-func (b *Bridge) runSyncIdempotent(ctx context.Context, t *tool, args map[string]any) (*mcp.CallToolResult, error) {
+// then, for the retry to find. A client that sent a progress token hears
+// from the call at least every min(2*poll_interval, 15s) while it waits,
+// as runSync does, so that its request time-out is reset.
+func (b *Bridge) runSyncIdempotent(ctx context.Context, t *tool, args map[string]any, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if _, err := b.callKey(ctx, t, args); err != nil {
 		return nil, err
 	}
@@ -283,6 +285,10 @@ func (b *Bridge) runSyncIdempotent(ctx context.Context, t *tool, args map[string
 		}
 	}
 	deadline := task.CreatedAt.Add(t.SyncBudget)
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		p := newSyncProgress(ctx, req.Session, token, min(2*t.PollInterval, maxProgressGap), "waiting for the job of this call")
+		defer p.stop()
+	}
 	for {
 		cur, err := b.store.Get(ctx, task.Key, task.Principal, b.opts.Now())
 		if err != nil {

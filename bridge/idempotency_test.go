@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/adapters/expr"
 	"github.com/jobbridge/jobbridge/adapters/rest"
@@ -382,5 +384,38 @@ func TestIdempotencyKeyOfAStoppedCreator(t *testing.T) {
 	again := taskOf(t)(r.tasks.CallTool(t.Context(), "slow_compute", map[string]any{"seconds": 5}, withKey("orphan-1")))
 	if again.TaskID != task.TaskID {
 		t.Errorf("after the takeover the key named %s, want %s", again.TaskID, task.TaskID)
+	}
+}
+
+// TestIdempotentSyncCallReportsProgress: a synchronous call with a key and
+// a progress token hears from the call while it waits, as one without a
+// key does, so that the client's request time-out is reset.
+func TestIdempotentSyncCallReportsProgress(t *testing.T) {
+	h := newHarness(t, harnessOptions{tune: func(c *catalog.Catalog) {
+		tl := c.Tool("slow_compute")
+		tl.PollInterval, tl.RefreshInterval = 100*time.Millisecond, 100*time.Millisecond
+	}})
+	c := dialRaw(t, h)
+	c.call(1, "initialize", `{"protocolVersion":"2025-11-25","clientInfo":{"name":"ts","version":"1"},"capabilities":{}}`)
+	c.notify("notifications/initialized", `{}`)
+	c.send(2, "tools/call", `{"name":"slow_compute","arguments":{"seconds":1,"label":"k"},"_meta":{"progressToken":"p-2","jobbridge/idempotencyKey":"progress-1"}}`)
+	notes := 0
+	for {
+		msg, err := c.conn.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok {
+			if r.Error != nil || !strings.Contains(string(r.Result), "Computed k in 1s.") {
+				t.Fatalf("got %s %v, want the job's result", r.Result, r.Error)
+			}
+			break
+		}
+		if m, ok := msg.(*jsonrpc.Request); ok && m.Method == "notifications/progress" && strings.Contains(string(m.Params), `"p-2"`) {
+			notes++
+		}
+	}
+	if notes < 2 {
+		t.Errorf("%d progress notifications while a 1s job ran with a 100ms poll interval, want several", notes)
 	}
 }
