@@ -137,6 +137,11 @@ func (l *legacySessions) watch(ss *mcp.ServerSession, id string, task *mapping.T
 	}
 	b.hub.byKey[task.Key][s.s] = struct{}{}
 	b.hub.mu.Unlock()
+	if s.ctx.Err() != nil {
+		// The session ended meanwhile: nobody will take the changes.
+		b.hub.forget(s.s, []mapping.Key{task.Key})
+		return
+	}
 	// The hub now reads the task on each change, and keeps it observed as a
 	// polling client would; the current row is handled at once (a task may
 	// ask its question from the start).
