@@ -141,6 +141,8 @@ type Bridge struct {
 	gates map[string]*gate
 	// hub pushes task changes to subscriptions/listen streams.
 	hub *hub
+	// sessions follow the tasks of 2025-11-25 sessions (legacypush.go).
+	sessions *legacySessions
 	// streamsEnd is closed by EndStreams: every stream ends gracefully.
 	streamsEnd     chan struct{}
 	streamsEndOnce sync.Once
@@ -265,6 +267,7 @@ func New(opts Options) (*Bridge, error) {
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
 	b.streamsEnd = make(chan struct{})
 	b.hub = newHub(b)
+	b.sessions = newLegacySessions(b)
 	b.wg.Add(1)
 	go b.sweepLoop()
 	return b, nil
@@ -343,7 +346,7 @@ func (b *Bridge) Handler() http.Handler {
 	})
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Session-Id") != "" || r.Context().Value(sessionKey{}) != nil {
-			sessions.ServeHTTP(w, r)
+			sessions.ServeHTTP(carrierWriter{w}, r) // legacypush.go
 			return
 		}
 		stateless.ServeHTTP(w, r)
@@ -495,6 +498,7 @@ func (b *Bridge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx = withPrincipal(ctx, p)
 		ctx = withCaller(ctx, caller)
 		ctx = withRevision(ctx, requestRevision(req))
+		ctx = withIdempotencyMeta(ctx, req) // idempotency.go
 		if res, err, handled := b.legacyMiddleware(ctx, method, req, next); handled {
 			return res, err
 		}

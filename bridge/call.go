@@ -261,6 +261,9 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	if t.ReturnsHandle() { // handle.go: the job runs as a task, and outlives the budget
 		return b.runWithHandle(ctx, t, args, req)
 	}
+	if b.hasCallKey(ctx, t, args) { // idempotency.go
+		return b.runSyncIdempotent(ctx, t, args, req)
+	}
 	var progress *syncProgress // nil: the client asked for no progress
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
@@ -508,6 +511,9 @@ func (b *Bridge) createTask(ctx context.Context, t *tool, args map[string]any, e
 	if err != nil || early != nil {
 		return early, err
 	}
+	if res, err, ok := b.inlineResult(ctx, t, id, &task); ok { // inline.go
+		return res, err
+	}
 	return &createTaskResult{ResultType: "task", taskFields: b.fields(id, task)}, nil
 }
 
@@ -566,7 +572,11 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 	// The store enforces both limits with the insert, so that they hold
 	// across the replicas sharing it.
 	limits := mapping.CreateLimits{MaxLive: b.limits.MaxLiveTasks, PerMinute: b.limits.CreatesPerMinute}
-	if err := b.store.Create(ctx, task, limits); errors.Is(err, mapping.ErrLiveLimit) {
+	if err := b.createRow(ctx, task, limits); errors.As(err, new(*idempotentReuse)) { // idempotency.go
+		b.releaseSubmission(task.Key)
+		id, task, early, err, _ := reused(err)
+		return id, task, early, err
+	} else if errors.Is(err, mapping.ErrLiveLimit) {
 		b.releaseSubmission(task.Key)
 		b.metrics.reject("live_tasks")
 		return "", nil, toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil

@@ -333,6 +333,7 @@ func (b *Bridge) legacyMiddleware(ctx context.Context, method string, req mcp.Re
 		if !ok {
 			return res, nil, true
 		}
+		b.watchLegacyID(ctx, req, d.TaskID) // legacypush.go
 		return legacyTaskOf(d.taskFields), nil, true
 	case "tasks/cancel":
 		res, err := b.legacyCancel(ctx, req)
@@ -434,6 +435,7 @@ func (b *Bridge) legacyCreate(ctx context.Context, t *tool, r *mcp.CallToolReque
 	if err != nil || early != nil {
 		return early, err
 	}
+	b.watchLegacy(ctx, r, id, task) // legacypush.go
 	return &legacyCreateResult{Task: legacyFields(b.fields(id, task))}, nil
 }
 
@@ -569,6 +571,7 @@ func (b *Bridge) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *task
 	if err != nil {
 		return nil, err
 	}
+	defer b.sessions.waitResult(task.Key)() // legacypush.go
 	deadline := time.Now().Add(resultWait)
 	token := p.Meta["progressToken"]
 	var progress float64
@@ -610,7 +613,7 @@ func (b *Bridge) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *task
 // applies the answers as tasks/update does.
 func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id string, task *mapping.Task, asked map[string]bool) error {
 	for key, in := range decodeInputs(task.InputRequests) {
-		if asked[key] {
+		if asked[key] || !b.sessions.claimQuestion(task.Key, key) { // legacypush.go
 			continue
 		}
 		asked[key] = true
@@ -621,6 +624,7 @@ func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id strin
 			RequestedSchema: json.RawMessage(in.Schema),
 		})
 		if err != nil {
+			b.sessions.releaseQuestion(task.Key, key) // legacypush.go
 			if ctx.Err() != nil {
 				return requestCancelled("the wait for the task's result")
 			}

@@ -206,7 +206,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
+	err := c.Connection.Write(ctx, uncarryMessage(msg)) // legacypush.go
 	if r, ok := msg.(*jsonrpc.Response); ok {
 		c.mu.Lock()
 		if c.pending[r.ID] {

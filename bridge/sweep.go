@@ -61,6 +61,7 @@ func (b *Bridge) sweep() {
 	} else if n > 0 {
 		b.log.Info("purged expired tasks", "count", n)
 	}
+	b.purgeIdempotencyKeys(ctx) // idempotency.go
 	s := &sweepRun{b: b, ctx: ctx, now: b.opts.Now(), seen: map[mapping.Key]bool{}, backends: map[string]*sweepBackend{}}
 	s.claimer, _ = b.store.(liveClaimer)
 	s.minDue = -1

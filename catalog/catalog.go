@@ -248,6 +248,8 @@ type Tool struct {
 	MissingGrace time.Duration
 	// Annotations are the MCP tool hints.
 	Annotations *Annotations
+	// Calls are the idempotency and inline options (calls.go).
+	Calls Calls
 	// Allow restricts who may see and call the tool when the server
 	// authenticates its callers. Nil: every authenticated caller.
 	Allow *Policy

@@ -161,6 +161,9 @@ type toolEntry struct {
 	// Required.
 	Backend  string   `yaml:"backend"`
 	Settings settings `yaml:",inline"`
+	// Calls are the keys of calls.go: idempotency_key, idempotency_window
+	// and inline_within.
+	Calls callSettings `yaml:",inline"`
 	// InputSchema is the JSON Schema of the tool's arguments; its type
 	// must be object. Required. Arguments are checked against it before
 	// any job starts, after the defaults it declares are filled in.
@@ -506,6 +509,7 @@ func (l *loader) tool(path string, te *toolEntry, backends map[string]*Backend, 
 	t.SyncBudget, t.TTL, t.MissingGrace = e.syncBudget, e.ttl, e.missingGrace
 	t.AfterSyncBudget = l.toolAfterSyncBudget(path, te, e)
 	t.OutputSchema = l.outputSchema(path+".output_schema", te.OutputSchema)
+	t.Calls = l.calls(path, te.Calls, e.task, e.syncBudget)
 
 	schema, props := l.inputSchema(path+".input_schema", te.InputSchema)
 	t.InputSchema = schema

@@ -53,7 +53,7 @@ export TMPDIR="$tmp/state"
 
 cd "$here"
 if [[ $# -eq 0 ]]; then
-  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs test/results.test.mjs test/aisdk.test.mjs test/mcpgo.test.mjs
+  set -- test/modern.test.mjs test/listen.test.mjs test/legacy.test.mjs test/results.test.mjs test/aisdk.test.mjs test/mcpgo.test.mjs test/legacy-push.test.mjs
 fi
 rc=0
 node --test --test-reporter=spec --test-concurrency=2 "$@" 2>&1 | tee "$tmp/out" || rc=$?

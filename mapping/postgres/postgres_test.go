@@ -211,7 +211,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	if diff := cmp.Diff(want, queryColumn[int](t, db, `SELECT version FROM schema_migrations ORDER BY version`)); diff != "" {
 		t.Errorf("applied migrations mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"create_counts", "deliveries", "live_counts", "schema_migrations", "settings", "tasks"}, tables(t, db)); diff != "" {
+	if diff := cmp.Diff([]string{"create_counts", "deliveries", "idempotency_keys", "live_counts", "schema_migrations", "settings", "tasks"}, tables(t, db)); diff != "" {
 		t.Errorf("tables mismatch (-want +got):\n%s", diff)
 	}
 	// Every replica sees the others' writes.
