@@ -35,6 +35,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -109,9 +110,11 @@ type Options struct {
 // Bridge serves a catalog over MCP. Create it with New, serve it with
 // Handler or ServeStdio, and Close it when done.
 type Bridge struct {
-	opts     Options
-	cat      *catalog.Catalog
-	store    mapping.Store
+	opts  Options
+	cat   *catalog.Catalog
+	store mapping.Store
+	// lc owns every task's life: it is the only writer of task rows.
+	lc       *lifecycle.Lifecycle
 	adapters map[string]adapters.Adapter
 	tools    map[string]*tool
 	server   *mcp.Server
@@ -165,6 +168,12 @@ type tool struct {
 	raw     map[string]any // the input schema as a generic object
 	adapter adapters.Adapter
 }
+
+// toolOf is the tool a task was created for: every lookup of a task's tool
+// (and so its adapter and rules) goes through it, so that a catalog reload
+// can keep the tools of the generation (CatalogRevision) a live task was
+// created under. nil when the tool is gone.
+func (b *Bridge) toolOf(t *mapping.Task) *tool { return b.tools[t.Tool] }
 
 // New builds a Bridge and starts its background sweep.
 func New(opts Options) (*Bridge, error) {
@@ -256,6 +265,23 @@ func New(opts Options) (*Bridge, error) {
 	}
 	b.server = b.newServer()
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
+	lc, err := lifecycle.New(lifecycle.Options{
+		Store:       b.store,
+		Results:     results{maxBytes: b.limits.MaxResultBytes},
+		Now:         opts.Now,
+		Logger:      b.log,
+		Context:     b.ctx,
+		CallTimeout: opts.CallTimeout,
+		Forwards:    true,
+		Shared:      b.shared,
+		Started:     b.started,
+		StaleClaim:  2*opts.CallTimeout + opts.SweepInterval,
+	})
+	if err != nil {
+		b.cancel()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b.lc = lc
 	b.streamsEnd = make(chan struct{})
 	b.hub = newHub(b)
 	b.wg.Add(1)

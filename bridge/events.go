@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -217,7 +218,7 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 	}
 	outcome := "stale"
 	for _, t := range tasks {
-		tl := b.tools[t.Tool]
+		tl := b.toolOf(t)
 		if tl == nil || t.Status.Terminal() || t.Phase != mapping.PhaseSubmitted {
 			continue
 		}
@@ -226,7 +227,7 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			continue
 		}
 		o := ev.Observation
-		if !o.State.Terminal() && staleEvent(t, ev.At) {
+		if !o.State.Terminal() && lifecycle.StaleEvent(t, ev.At) {
 			// Older than what the task shows. Clocks differ between the
 			// backend and the bridge, so an event whose state differs
 			// from the task's is a reason to look again (a message alone
@@ -242,13 +243,7 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			if t.EventAt == nil {
 				// A poll saw it first, but the backend does send this
 				// job's events: from now on it is polled as such.
-				b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
-					if c.EventAt != nil {
-						return false
-					}
-					c.EventAt = &now
-					return true
-				})
+				b.lc.MarkEvents(t)
 			}
 			continue
 		}
@@ -265,18 +260,4 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 		}
 	}
 	return outcome, nil
-}
-
-// staleEvent reports whether an event of the given time is older than what
-// the task shows: its last observation (a poll's time, or the time of the
-// event it applied), or its creation when it has none.
-func staleEvent(t *mapping.Task, at time.Time) bool {
-	if at.IsZero() {
-		return false
-	}
-	last := t.CreatedAt
-	if t.ObservedAt != nil {
-		last = *t.ObservedAt
-	}
-	return at.Before(last)
 }
