@@ -27,6 +27,9 @@ type memBackend struct {
 	startHook  func(n int) (err error, ok bool)
 	pollHook   func(ctx context.Context, n int) (err error, ok bool)
 	cancelHook func(job *memJob) (err error, ok bool)
+	// missing, when set, is the Err of an observation of a job the backend
+	// does not have (default adapters.ErrJobNotFound).
+	missing error
 }
 
 type memJob struct {
@@ -83,6 +86,8 @@ func (m *memBackend) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapte
 	for i, r := range refs {
 		j := m.jobs[r.ID]
 		switch {
+		case j == nil && m.missing != nil:
+			out[i] = adapters.Observation{Err: m.missing}
 		case j == nil:
 			out[i] = adapters.Observation{Err: adapters.ErrJobNotFound}
 		case j.obsErr != nil:
@@ -144,6 +149,13 @@ func (m *memBackend) setObsErr(id string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.jobs[id].obsErr = err
+}
+
+// forget drops job id, as a backend that purged it (or never listed it).
+func (m *memBackend) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.jobs, id)
 }
 
 func (m *memBackend) counts() (starts, polls, cancels int) {
