@@ -1,8 +1,11 @@
 package bridge_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +225,193 @@ func TestUnmappedStateIsToldAndEnds(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "catalog problem"); n != 1 {
 		t.Errorf("%d log lines name the catalog problem over several polls; want 1:\n%s", n, logs.String())
+	}
+}
+
+// Item 5: a cancel the backend keeps refusing is sent again with an
+// exponential backoff (with jitter, capped), not at every sweep; the
+// attempts are in the status message and the resends in a metric.
+func TestRefusedCancelsBackOff(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	mem := newMemBackend(clk.Now)
+	mem.cancelHook = func(*memJob) (error, bool) {
+		return fmt.Errorf("%w: HTTP 409: the job is in a protected phase", adapters.ErrCancelRefused), true
+	}
+	h := newHarness(t, harnessOptions{now: clk.Now, adapters: withMem(mem), sweep: time.Hour})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	// A sweep every simulated second for 30 seconds: without backoff that
+	// is 30 more cancels (the demo saw 18 in 30s at its sweep interval).
+	for range 30 {
+		clk.Advance(time.Second)
+		h.bridge.Sweep()
+	}
+	_, _, cancels := mem.counts()
+	// Attempts 1..n wait at least 1, 2, 4, 8 s (half of 2, 4, 8, 16 s).
+	if cancels < 3 || cancels > 6 {
+		t.Errorf("%d cancels in 30s of sweeps every second; want 3 to 6 (backing off)", cancels)
+	}
+	got := getTask(t, h, task.TaskID)
+	want := fmt.Sprintf("%d attempts; trying again in", cancels)
+	if got.Status != "working" || !strings.Contains(got.StatusMessage, "refused it") || !strings.Contains(got.StatusMessage, want) {
+		t.Errorf("status %s %q; want working, saying the cancel was refused and %q", got.Status, got.StatusMessage, want)
+	}
+	rec := httptest.NewRecorder()
+	h.bridge.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := fmt.Sprintf(`jobbridge_cancel_resends_total{backend="jobs"} %d`, cancels-1); !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("metrics lack %q", want)
+	}
+}
+
+// Item 1: a cancel answered with an error no rule reads says what the
+// backend answered, not that it could not be reached.
+func TestCancelErrorIsToldInTheBackendsWords(t *testing.T) {
+	mem := newMemBackend(nil)
+	mem.cancelHook = func(*memJob) (error, bool) {
+		return &adapters.CallError{Class: adapters.ProblemError, Method: "POST", Path: "/jobs/mem-1/cancel", Status: 500, Message: "scheduler busy"}, true
+	}
+	h := newHarness(t, harnessOptions{adapters: withMem(mem), sweep: time.Hour})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	got := getTask(t, h, task.TaskID)
+	want := "jobs answered the cancel with an error (POST /jobs/mem-1/cancel answered 500: scheduler busy); 1 attempt; trying again in"
+	if !strings.Contains(got.StatusMessage, want) || strings.Contains(got.StatusMessage, "could not be reached") {
+		t.Errorf("status %q; want it to say %q", got.StatusMessage, want)
+	}
+}
+
+// Item 6: a job (a queued request) the backend reports failed after it
+// accepted the task's cancel is cancelled, not failed: the cancel wins.
+func TestCancelWinsOverAFailureItCaused(t *testing.T) {
+	mem := newMemBackend(nil)
+	mem.cancelHook = func(j *memJob) (error, bool) { return nil, true } // accepted; the backend reports it later
+	h := newHarness(t, harnessOptions{adapters: withMem(mem), sweep: time.Hour})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	mem.finish("mem-1", adapters.StateFailed, "the queued request was cancelled", time.Now())
+	if got := h.waitTerminal(task.TaskID); got.Status != "cancelled" || !strings.Contains(got.StatusMessage, "the queued request was cancelled") {
+		t.Errorf("%s %q; want cancelled, in the backend's words", got.Status, got.StatusMessage)
+	}
+}
+
+// Item 6: a queued request the backend never started ends consistently
+// with the rule that failed is only for the bridge's own errors: cancelled
+// when the task asked to cancel (the cancel wins), else completed with
+// isError saying the job was never started.
+func TestQueuedRequestNeverStarted(t *testing.T) {
+	neverStarted := &adapters.CallError{Class: adapters.ProblemNotFound, Method: "GET", Path: "/queue/item/7", Status: 404,
+		Message: "the queued request was cancelled", Err: adapters.ErrNeverStarted}
+	for _, tt := range []struct {
+		name       string
+		cancel     bool
+		wantStatus string
+		want       string
+	}{
+		{"after the task's cancel", true, "cancelled", "the job was never started"},
+		{"on the backend's own", false, "completed", `The backend "jobs" did not start the job: GET /queue/item/7 answered 404: the queued request was cancelled`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := newMemBackend(nil)
+			mem.cancelHook = func(*memJob) (error, bool) { return nil, true } // honoured; the queue item goes
+			h := newHarness(t, harnessOptions{adapters: withMem(mem), sweep: time.Hour})
+			task := h.createTask("long_job", nil)
+			h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+			if tt.cancel {
+				if err := h.tasks.CancelTask(t.Context(), task.TaskID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mem.setObsErr("mem-1", neverStarted)
+			got := h.waitTerminal(task.TaskID)
+			text := got.StatusMessage
+			if got.Result != nil {
+				text = got.Result.Text()
+			}
+			if got.Status != tt.wantStatus || !strings.Contains(text, tt.want) || got.Status == "completed" && !got.Result.IsError {
+				t.Errorf("%s %q; want %s saying %q", got.Status, text, tt.wantStatus, tt.want)
+			}
+		})
+	}
+}
+
+// Item 11: a refused start is said in one sentence: what happened, the
+// backend's words, what to do; not three wrappers deep.
+func TestRefusedStartIsOneSentence(t *testing.T) {
+	mem := newMemBackend(nil)
+	mem.startHook = func(int) (error, bool) {
+		return fmt.Errorf("starting long_job job: %w", &adapters.CallError{Class: adapters.ProblemError, Method: "POST", Path: "/slurm/v0.0.40/job/submit", Status: 500,
+			Message: "Invalid partition name specified", Err: errors.New("backend refused it")}), true
+	}
+	h := newHarness(t, harnessOptions{adapters: withMem(mem), sweep: time.Hour})
+	task := h.createTask("long_job", nil)
+	got := h.waitTerminal(task.TaskID)
+	want := `The backend "jobs" did not start the job: POST /slurm/v0.0.40/job/submit answered 500: Invalid partition name specified. No job was created; check the arguments and call again, or ask the backend's operator.`
+	if got.Status != "completed" || got.Result == nil || !got.Result.IsError || got.Result.Text() != want {
+		t.Errorf("got %s %+v;\nwant completed, isError, %q", got.Status, got.Result, want)
+	}
+}
+
+// Item 8, 2026-07-28: an answer that does not confirm is asked again: the
+// next tasks/get carries the question with the reason in its message.
+func TestUnconfirmedAnswerIsAskedAgainWithTheReason(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	task := h.createTask("confirm_delete", map[string]any{"filename": "prod.db"})
+	key := confirmKeyOf(t, h.waitStatus(task.TaskID, "input_required"))
+	if err := h.tasks.UpdateTask(t.Context(), task.TaskID, map[string]any{key: taskclient.ElicitResult{Action: "accept", Content: map[string]any{}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := getTask(t, h, task.TaskID)
+	if got.Status != "input_required" || len(got.InputRequests) != 1 {
+		t.Fatalf("got %s with %d requests; want the question again", got.Status, len(got.InputRequests))
+	}
+	e, err := got.InputRequests[key].Elicitation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(e.Message, "Not confirmed: the answer did not say confirm: true (the box was not ticked)") || !strings.Contains(e.Message, "prod.db") {
+		t.Errorf("question %q; want the reason, then the question", e.Message)
+	}
+}
+
+// Item 8, 2025-11-25: a form answered without the box is asked again
+// through tasks/result, with the reason, and a decline then ends the task
+// cancelled with no job.
+func TestLegacyUnconfirmedFormIsAskedAgain(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	c, _ := newLegacyClient(t, h.srv.URL, `{"elicitation":{}}`)
+	var asked []string
+	c.elicit = func(params json.RawMessage) any {
+		var p struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(params, &p)
+		asked = append(asked, p.Message)
+		if len(asked) == 1 {
+			return map[string]any{"action": "accept", "content": map[string]any{"confirm": false}} // the box left unticked
+		}
+		return map[string]any{"action": "decline"}
+	}
+	task := c.createTask("confirm_delete", map[string]any{"filename": "prod.db"})
+	res, rerr := c.call("tasks/result", map[string]any{"taskId": task.TaskID})
+	if rerr != nil {
+		t.Fatalf("tasks/result: %+v", rerr)
+	}
+	if len(asked) != 2 || !strings.HasPrefix(asked[1], "Not confirmed: the answer said confirm: false") || !strings.Contains(asked[1], "prod.db") {
+		t.Fatalf("asked %q; want the question twice, the second with the reason", asked)
+	}
+	if !strings.Contains(string(res), "declined") || h.fake.Submissions("") != 0 {
+		t.Errorf("tasks/result %s; want the decline, and no job", res)
+	}
+	if got := c.waitTerminal(task.TaskID); got.Status != "cancelled" {
+		t.Errorf("task %s; want cancelled", got.Status)
 	}
 }

@@ -262,7 +262,7 @@ func (l *Lifecycle) apply(t *mapping.Task, tl *catalog.Tool, ref adapters.JobRef
 		// A cancel the task asked for wins; otherwise the job was not
 		// started, which is the tool's result (as for a refused
 		// submission), not the bridge's failure.
-		words := Clean(adapters.ProblemOf(o.Err).Message, 1024)
+		words := Words(o.Err)
 		if t.CancelRequestedAt != nil {
 			end(t, Cancelled(cancelledMessage(t, ref.ID, "the job was never started")))
 			return
@@ -349,6 +349,12 @@ func (l *Lifecycle) apply(t *mapping.Task, tl *catalog.Tool, ref adapters.JobRef
 		end(t, Cancelled(cancelledMessage(t, ref.ID, msg)))
 		return
 	case adapters.StateFailed:
+		if t.CancelRequestedAt != nil && t.CancelSentAt != nil {
+			// The backend accepted the task's cancel and then reports the
+			// job (or its queued request) failed: the cancel wins.
+			end(t, Cancelled(cancelledMessage(t, ref.ID, msg)))
+			return
+		}
 		code, emsg := l.opts.Results.Failure(o)
 		end(t, Ending{Status: mapping.StatusFailed, Message: emsg, Error: &Error{Code: code, Message: emsg}})
 		return
