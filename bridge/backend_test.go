@@ -38,6 +38,8 @@ type memJob struct {
 	message    string
 	finishedAt time.Time
 	obsErr     error
+	// inputs are the questions of a job in input_required.
+	inputs map[string]adapters.InputRequest
 }
 
 func newMemBackend(now func() time.Time) *memBackend {
@@ -93,7 +95,7 @@ func (m *memBackend) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapte
 		case j.obsErr != nil:
 			out[i] = adapters.Observation{Err: j.obsErr}
 		default:
-			out[i] = adapters.Observation{State: j.state, Message: j.message, FinishedAt: j.finishedAt}
+			out[i] = adapters.Observation{State: j.state, Message: j.message, FinishedAt: j.finishedAt, InputRequests: j.inputs}
 			if j.state == adapters.StateToolError {
 				out[i].Result = &adapters.Result{Text: "Job " + j.id + " failed: disk full."}
 			}

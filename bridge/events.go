@@ -228,22 +228,23 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 		}
 		o := ev.Observation
 		if !o.State.Terminal() && lifecycle.StaleEvent(t, ev.At) {
-			// Older than what the task shows. Clocks differ between the
-			// backend and the bridge, so an event whose state differs
-			// from the task's is a reason to look again (a message alone
-			// is not: a job's step may start before its run's last
-			// update).
+			// Older than what the task shows. An event must never delay
+			// the observation of its job: it never moves the job to the
+			// events' safety cadence by itself. Clocks differ between the
+			// backend and the bridge, and some backends stamp whole
+			// seconds (GitHub), so an event within eventClockSlack of the
+			// last observation may be newer than it, and an event whose
+			// state differs from the task's is a reason to look again (a
+			// message alone is not: a job's step may start before its
+			// run's last update): both cause a poll now, which counts as
+			// the job's event. Any other stale event leaves the job on
+			// its cadence.
 			says := mapping.StatusWorking
 			if o.State == adapters.StateInputRequired {
 				says = mapping.StatusInputRequired
 			}
-			if says != t.Status {
-				b.goBackground(func() { b.observe(t) })
-			}
-			if t.EventAt == nil {
-				// A poll saw it first, but the backend does send this
-				// job's events: from now on it is polled as such.
-				b.lc.MarkEvents(t)
+			if says != t.Status || withinClockSlack(t, ev.At) {
+				b.goBackground(func() { b.observeFor(t, true) })
 			}
 			continue
 		}
@@ -260,4 +261,19 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 		}
 	}
 	return outcome, nil
+}
+
+// eventClockSlack is how far before a task's last observation an event's
+// time may read and still be newer than it: backends stamp events in whole
+// seconds (GitHub) on clocks of their own.
+const eventClockSlack = time.Second
+
+// withinClockSlack reports whether an event of time at, older than what the
+// task shows, is within eventClockSlack of it.
+func withinClockSlack(t *mapping.Task, at time.Time) bool {
+	last := t.CreatedAt
+	if t.ObservedAt != nil {
+		last = *t.ObservedAt
+	}
+	return !at.Before(last.Add(-eventClockSlack))
 }

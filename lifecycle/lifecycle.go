@@ -307,19 +307,6 @@ func (l *Lifecycle) Reseal(task *mapping.Task, seal func(mapping.Key) []byte) {
 	})
 }
 
-// MarkEvents notes that the backend pushes events about the task's job
-// (a poll saw the state an event brought first): the job is polled as one
-// whose events flow from now on.
-func (l *Lifecycle) MarkEvents(task *mapping.Task) {
-	l.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
-		if t.EventAt != nil {
-			return false
-		}
-		t.EventAt = &now
-		return true
-	})
-}
-
 // ShortKey is a loggable handle of a task: a prefix of the hash of its ID.
 func ShortKey(k mapping.Key) string { return fmt.Sprintf("%x", k[:4]) }
 
