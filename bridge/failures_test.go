@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +74,7 @@ func TestFailingStatusCallIsTold(t *testing.T) {
 		Message: "an expired or rejected token", Err: errors.New("is: error")})
 	clk.Advance(time.Second)
 	got := getTask(t, h, task.TaskID)
-	for _, want := range []string{"RUNNING", "checking the job failed", "GET /jobs/mem-1 answered 500: an expired or rejected token", "1 call", "stays alive"} {
+	for _, want := range []string{"RUNNING", "checking the job failed", "GET /jobs/mem-1 answered 500: an expired or rejected token", "the backend answered with an error", "stays alive"} {
 		if !strings.Contains(got.StatusMessage, want) {
 			t.Errorf("status message %q lacks %q", got.StatusMessage, want)
 		}
@@ -82,7 +83,7 @@ func TestFailingStatusCallIsTold(t *testing.T) {
 		clk.Advance(30 * time.Second)
 		got = getTask(t, h, task.TaskID)
 	}
-	if got.Status != "working" || !strings.Contains(got.StatusMessage, "calls in 2m30s") || !strings.Contains(got.StatusMessage, "TTL ends in") {
+	if got.Status != "working" || !strings.Contains(got.StatusMessage, "calls in a row, for 2m30s") || !strings.Contains(got.StatusMessage, "TTL ends in") {
 		t.Errorf("after 2m30s past the missing grace: %s %q; want working, saying how long and that it stays alive", got.Status, got.StatusMessage)
 	}
 	// The problem clears with the next good answer.
@@ -414,4 +415,29 @@ func TestLegacyUnconfirmedFormIsAskedAgain(t *testing.T) {
 	if got := c.waitTerminal(task.TaskID); got.Status != "cancelled" {
 		t.Errorf("task %s; want cancelled", got.Status)
 	}
+}
+
+// failingFinder is a backend whose lookups fail with err.
+type failingFinder struct {
+	*memBackend
+	err error
+}
+
+func (f *failingFinder) Find(context.Context, adapters.StartRequest) (adapters.JobRef, bool, error) {
+	return adapters.JobRef{}, false, f.err
+}
+
+// Item 1, find: a lookup that fails after an unknown outcome says why, in
+// the backend's words, not only that it failed.
+func TestFailingLookupSaysWhy(t *testing.T) {
+	mem := newMemBackend(nil)
+	mem.startHook = func(int) (error, bool) { return fmt.Errorf("%w: connection reset", adapters.ErrOutcomeUnknown), true }
+	f := &failingFinder{memBackend: mem, err: &adapters.CallError{Class: adapters.ProblemError, Method: "GET", Path: "/jobs", Status: 500, Message: "database locked"}}
+	h := newHarness(t, harnessOptions{adapters: func(map[string]adapters.Adapter) map[string]adapters.Adapter {
+		return map[string]adapters.Adapter{"jobs": f}
+	}, sweep: time.Hour, lookupBackoff: 20 * time.Millisecond})
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "told why", func(tk *taskclient.Task) bool {
+		return strings.Contains(tk.StatusMessage, `looking the job up on "jobs" failed (GET /jobs answered 500: database locked); trying again`)
+	})
 }

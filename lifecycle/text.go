@@ -54,11 +54,11 @@ func problemNote(t *mapping.Task, tl *catalog.Tool, now time.Time) string {
 	case adapters.ProblemUnmapped:
 		fmt.Fprintf(&sb, "%s (a catalog problem, for %s)", what, lasted)
 	default:
-		calls := "call"
-		if p.Count != 1 {
-			calls = "calls"
+		if p.Count > 1 {
+			fmt.Fprintf(&sb, "checking the job failed (%s, %d calls in a row, for %s): %s", classWords(p.Class), p.Count, lasted, what)
+		} else {
+			fmt.Fprintf(&sb, "checking the job failed (%s): %s", classWords(p.Class), what)
 		}
-		fmt.Fprintf(&sb, "checking the job failed (%s, %d %s in %s): %s", classWords(p.Class), p.Count, calls, lasted, what)
 	}
 	if tl == nil {
 		return sb.String()
