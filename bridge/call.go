@@ -761,14 +761,14 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 				// later, with backoff; the adapter decides when its listing
 				// has caught up.
 				b.log.Info("reconcile: job not listed yet; looking again later", "task", shortKey(task.Key), "correlation", task.CorrelationID)
-				b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s", task.Backend, task.CorrelationID))
+				b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s", task.Backend, task.CorrelationID), nil)
 				return
 			case !errors.Is(err, errors.ErrUnsupported):
 				// The lookup itself failed: try again later, unless the task
 				// has been unsettled for long.
 				if b.opts.Now().Sub(task.CreatedAt) < 10*b.opts.SubmitTimeout {
 					b.log.Warn("reconcile lookup failed; will retry", "task", shortKey(task.Key), "error", err)
-					b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: looking the job up on %q failed (%s); trying again for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID))
+					b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: looking the job up on %q failed (%s); trying again for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID), err)
 					return
 				}
 				msg = fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job, and looking it up kept failing (%s); look for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID)
@@ -782,14 +782,14 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 // lookAgainLater paces the lookups of a submission whose outcome is not
 // settled yet: doubling from LookupBackoff up to 15 times it, per task, with
 // jitter, and says in the status message (msg) that the task is still being
-// settled, and why.
-func (b *Bridge) lookAgainLater(task *mapping.Task, msg string) {
+// settled, and why (problem: the failed lookup, if one failed).
+func (b *Bridge) lookAgainLater(task *mapping.Task, msg string, problem error) {
 	b.mu.Lock()
 	n := b.lookups[task.Key] + 1
 	b.lookups[task.Key] = n
 	b.mu.Unlock()
 	b.setBackoff(task.Key, lifecycle.Jitter(lifecycle.Backoff(b.opts.LookupBackoff, n, 15*b.opts.LookupBackoff)))
-	b.lc.Note(task, msg)
+	b.lc.Settling(task, msg, problem)
 }
 
 func quoteList(names []string) string {

@@ -440,4 +440,12 @@ func TestFailingLookupSaysWhy(t *testing.T) {
 	h.waitFor(task.TaskID, "told why", func(tk *taskclient.Task) bool {
 		return strings.Contains(tk.StatusMessage, `looking the job up on "jobs" failed (GET /jobs answered 500: database locked); trying again`)
 	})
+	// The problem is typed in the row, not only in the text.
+	row, err := h.store.Get(t.Context(), mapping.KeyOf(task.TaskID), "anonymous", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := row.Problem; p.Class != "error" || p.Call != "GET /jobs" || p.Status != 500 || p.Message != "database locked" || p.Since == nil || p.Count < 1 {
+		t.Errorf("stored problem %+v; want the failed lookup", p)
+	}
 }

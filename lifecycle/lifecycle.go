@@ -233,13 +233,17 @@ func (l *Lifecycle) mutateHeld(held *mapping.Task, fn func(t *mapping.Task, now 
 	return c, nil
 }
 
-// Note sets the status message of a task that has no job yet (submitting,
-// or settling a submission with an unknown outcome), unless it says so
-// already.
-func (l *Lifecycle) Note(task *mapping.Task, msg string) {
-	l.mutate(task, func(t *mapping.Task, _ time.Time) bool {
-		if t.Phase == mapping.PhaseSubmitted || t.StatusMessage == msg {
+// Settling notes that a task has no job yet (its submission's outcome is
+// being settled) and says why in msg; problem, when not nil, is the failed
+// lookup, kept in the row as the task's observation problem until the job
+// is found.
+func (l *Lifecycle) Settling(task *mapping.Task, msg string, problem error) {
+	l.mutate(task, func(t *mapping.Task, now time.Time) bool {
+		if t.Phase == mapping.PhaseSubmitted || t.StatusMessage == msg && problem == nil {
 			return false
+		}
+		if problem != nil {
+			recordProblem(&t.Problem, adapters.ProblemOf(problem), now)
 		}
 		t.StatusMessage = msg
 		return true

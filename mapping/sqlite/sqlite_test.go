@@ -551,7 +551,8 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 					INSERT INTO tasks (`+columns+`)
 					SELECT randomblob(32), 'alice', 'deploy', '', NULL, '', '', 'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
 						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL,
-						'', NULL, ''
+						'', NULL, '',
+						0, NULL, '', '', 0, '', NULL, 0, '', '', 0, '', NULL, 0, '', NULL, NULL, NULL, ''
 					FROM n`, live, now.UnixMilli()); err != nil {
 					b.Fatal(err)
 				}
