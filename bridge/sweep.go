@@ -322,6 +322,9 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 		}
 		for _, it := range batch {
 			b.unobserved(it.task, it.tool, err)
+			// The problem is each task's, told to its caller until it
+			// clears (and ending a job never observed after its grace).
+			b.lc.Unobserved(it.task, it.tool.Tool, err, nil)
 		}
 		b.log.Debug("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
 		return

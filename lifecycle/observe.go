@@ -50,8 +50,6 @@ type Observation struct {
 	// EventAt is set for a pushed event: the backend's time of it (zero
 	// when it gave none).
 	EventAt *time.Time
-	// StaleInterval, for an event, is the refresh interval: a stale event
-	// does not move the task's observation time.
 }
 
 // Observed applies one observation of a task's job through the one
