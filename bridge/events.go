@@ -227,6 +227,17 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			continue
 		}
 		o := ev.Observation
+		if ev.Reread {
+			// A poll now, on the bridge's lifetime: the sender is not kept
+			// waiting for the backend. The event asks for a fresh look
+			// whatever its time says (a job waiting for an approval whose
+			// question only a poll can read is stamped when the job was
+			// created, before what the task shows).
+			if b.goBackground(func() { b.observeFor(t, true) }) {
+				outcome = "applied"
+			}
+			continue
+		}
 		if !o.State.Terminal() && lifecycle.StaleEvent(t, ev.At) {
 			// Older than what the task shows. An event must never delay
 			// the observation of its job: it never moves the job to the
@@ -245,14 +256,6 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			}
 			if says != t.Status || withinClockSlack(t, ev.At) {
 				b.goBackground(func() { b.observeFor(t, true) })
-			}
-			continue
-		}
-		if ev.Reread {
-			// A poll now, on the bridge's lifetime: the sender is not kept
-			// waiting for the backend.
-			if b.goBackground(func() { b.observeFor(t, true) }) {
-				outcome = "applied"
 			}
 			continue
 		}
