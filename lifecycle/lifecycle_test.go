@@ -30,7 +30,9 @@ func (results) Text(text string, isError bool) json.RawMessage {
 	return b
 }
 
-func (results) Failure(o adapters.Observation) (int, string) { return lifecycle.CodeInternal, o.Message }
+func (results) Failure(o adapters.Observation) (int, string) {
+	return lifecycle.CodeInternal, o.Message
+}
 
 // clock is a clock the test moves.
 type clock struct {
