@@ -57,8 +57,9 @@ func TestOnlyTheLifecycleWritesTaskRows(t *testing.T) {
 					if !ok || sel.Sel.Name != "Create" && sel.Sel.Name != "Update" {
 						return true
 					}
-					if recv := strings.ToLower(exprText(sel.X)); strings.HasSuffix(recv, "store") {
-						t.Errorf("%s: %s calls %s.%s: task rows are written through the lifecycle", fset.Position(call.Pos()), fn.Name.Name, exprText(sel.X), sel.Sel.Name)
+					recv := exprText(sel.X)
+					if last := recv[strings.LastIndex(recv, ".")+1:]; strings.EqualFold(last, "store") {
+						t.Errorf("%s: %s calls %s.%s: task rows are written through the lifecycle", fset.Position(call.Pos()), fn.Name.Name, recv, sel.Sel.Name)
 					}
 					return true
 				})
