@@ -4,13 +4,15 @@
 // tasks/update and tasks/cancel by translating backend status through the
 // adapters.
 //
-// The bridge owns the task state machine. A task is created in the store
-// before its handle is returned; the job is then submitted once; every
-// tasks/get translates the backend's status (concurrent polls of one task
-// share one backend call, and a poll within the tool's refresh interval is
-// served from the last observation); the first terminal observation is
-// stored and never changes. Tasks outlive the requests that create them, so
-// the work they start runs on the bridge's own lifetime context, on purpose.
+// A task's state belongs to package lifecycle, the only writer of task
+// rows: the bridge asks the backends (through each backend's gate, sharing
+// concurrent polls of one task, batching the sweep's) and hands what they
+// answer to the lifecycle. A task is created in the store before its handle
+// is returned; the job is then submitted once; every tasks/get translates
+// the backend's status (a poll within the tool's refresh interval is served
+// from the last observation); the first terminal observation is stored and
+// never changes. Tasks outlive the requests that create them, so the work
+// they start runs on the bridge's own lifetime context, on purpose.
 package bridge
 
 import (

@@ -97,7 +97,12 @@ func TestGitHubApprovalIsAskedWithinThePollInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := bridge.New(bridge.Options{Catalog: cat, Store: store, Adapters: map[string]adapters.Adapter{"github": a}, Now: clk.Now, SweepInterval: time.Hour})
+	b, err := bridge.New(bridge.Options{Catalog: cat, Store: store, Adapters: map[string]adapters.Adapter{"github": a}, Now: clk.Now, SweepInterval: time.Hour,
+		// Each tasks/get waits for its poll: no poll is in flight when the
+		// fake delivers (the adapter would share it with the look the
+		// waiting job's event asks for, and that look would read the run
+		// as it was before).
+		ObserveBudget: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,36 +119,57 @@ func TestGitHubApprovalIsAskedWithinThePollInterval(t *testing.T) {
 		t.Fatalf("tools/call: %v %+v", err, res)
 	}
 	id := res.Task.TaskID
+	// The run is dispatched and found (the fake lists it at once) before
+	// the clock moves: the events of a run no task holds yet are dropped.
+	waitUntil(t, "the run dispatched", func() bool {
+		rows, _, _ := store.List(t.Context(), mapping.Filter{}, clk.Now(), nil, 1)
+		return len(rows) == 1 && rows[0].Phase == mapping.PhaseSubmitted
+	})
 	// A client polling at the poll interval, the fake's clock moving with
 	// it, and the webhooks of what changed delivered after each poll, as
 	// GitHub sends them (after the change, stamped in whole seconds).
+	// settle waits until the task's row has stopped changing: the looks
+	// the deliveries asked for, which run in the background, have been
+	// written before the clock moves on.
+	settle := func() {
+		last, still := int64(-1), 0
+		for deadline := time.Now().Add(10 * time.Second); still < 5 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			rows, _, _ := store.List(t.Context(), mapping.Filter{}, clk.Now(), nil, 1)
+			if len(rows) == 1 && rows[0].Version == last {
+				still++
+				continue
+			}
+			if len(rows) == 1 {
+				last = rows[0].Version
+			}
+			still = 0
+		}
+	}
 	var waitingAt time.Time
 	for step := 0; step < 60; step++ {
+		clk.Advance(time.Second)
+		if sent := gh.DeliverEvents(t.Context()); len(sent) > 0 {
+			for _, d := range sent {
+				if waitingAt.IsZero() && d.Event == "workflow_job" && d.Action == "waiting" {
+					waitingAt = clk.Now()
+				}
+			}
+			settle()
+		}
 		got, err := c.GetTask(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Status == "input_required" {
 			if waitingAt.IsZero() {
-				t.Fatalf("input_required before the run waited: %+v", got)
+				t.Fatalf("input_required before GitHub said the run waits: %+v", got)
 			}
 			if late := clk.Now().Sub(waitingAt); late > 2*time.Second {
 				t.Errorf("the approval was asked %s after the run started waiting; want within the poll interval (2s)", late)
 			}
 			return
 		}
-		for _, d := range gh.DeliverEvents(t.Context()) {
-			if waitingAt.IsZero() && d.Event == "workflow_job" && d.Action == "waiting" {
-				waitingAt = clk.Now()
-				// The bridge looks at the run in the background: let it
-				// before the clock moves on.
-				waitUntil(t, "the bridge looks at the waiting run", func() bool {
-					rows, _, _ := store.List(t.Context(), mapping.Filter{}, clk.Now(), nil, 1)
-					return len(rows) == 1 && rows[0].ObservedAt != nil && !rows[0].ObservedAt.Before(waitingAt)
-				})
-			}
-		}
-		clk.Advance(time.Second)
 	}
 	t.Fatalf("the approval was never asked in 60s of the fake's clock (the run waited from %v)", waitingAt)
 }
