@@ -46,6 +46,13 @@ const (
 // mapped, so that the caller and the operator see the catalog's mistake.
 var ErrUnmappedState = errors.New("the backend reports a state the configuration does not map")
 
+// ErrNeverStarted is reported in Observation.Err when the backend will never
+// start the job: its queued request was cancelled (by the task's cancel or
+// by the backend) or dropped before a job existed. The bridge ends the task
+// cancelled when a cancel was asked for, else completed with isError saying
+// the job was never started, as for a refused submission.
+var ErrNeverStarted = errors.New("the backend never started the job")
+
 // CallError is a backend call that was answered otherwise than asked, or
 // not answered at all. Adapters return it (in Observation.Err, or from
 // Start, Cancel, Respond and Find), wrapping the sentinel that applies

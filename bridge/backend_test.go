@@ -27,6 +27,9 @@ type memBackend struct {
 	startHook  func(n int) (err error, ok bool)
 	pollHook   func(ctx context.Context, n int) (err error, ok bool)
 	cancelHook func(job *memJob) (err error, ok bool)
+	// missing, when set, is the Err of an observation of a job the backend
+	// does not have (default adapters.ErrJobNotFound).
+	missing error
 }
 
 type memJob struct {
@@ -35,6 +38,8 @@ type memJob struct {
 	message    string
 	finishedAt time.Time
 	obsErr     error
+	// inputs are the questions of a job in input_required.
+	inputs map[string]adapters.InputRequest
 }
 
 func newMemBackend(now func() time.Time) *memBackend {
@@ -83,12 +88,14 @@ func (m *memBackend) Poll(ctx context.Context, refs []adapters.JobRef) ([]adapte
 	for i, r := range refs {
 		j := m.jobs[r.ID]
 		switch {
+		case j == nil && m.missing != nil:
+			out[i] = adapters.Observation{Err: m.missing}
 		case j == nil:
 			out[i] = adapters.Observation{Err: adapters.ErrJobNotFound}
 		case j.obsErr != nil:
 			out[i] = adapters.Observation{Err: j.obsErr}
 		default:
-			out[i] = adapters.Observation{State: j.state, Message: j.message, FinishedAt: j.finishedAt}
+			out[i] = adapters.Observation{State: j.state, Message: j.message, FinishedAt: j.finishedAt, InputRequests: j.inputs}
 			if j.state == adapters.StateToolError {
 				out[i].Result = &adapters.Result{Text: "Job " + j.id + " failed: disk full."}
 			}
@@ -144,6 +151,13 @@ func (m *memBackend) setObsErr(id string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.jobs[id].obsErr = err
+}
+
+// forget drops job id, as a backend that purged it (or never listed it).
+func (m *memBackend) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.jobs, id)
 }
 
 func (m *memBackend) counts() (starts, polls, cancels int) {

@@ -4,13 +4,15 @@
 // tasks/update and tasks/cancel by translating backend status through the
 // adapters.
 //
-// The bridge owns the task state machine. A task is created in the store
-// before its handle is returned; the job is then submitted once; every
-// tasks/get translates the backend's status (concurrent polls of one task
-// share one backend call, and a poll within the tool's refresh interval is
-// served from the last observation); the first terminal observation is
-// stored and never changes. Tasks outlive the requests that create them, so
-// the work they start runs on the bridge's own lifetime context, on purpose.
+// A task's state belongs to package lifecycle, the only writer of task
+// rows: the bridge asks the backends (through each backend's gate, sharing
+// concurrent polls of one task, batching the sweep's) and hands what they
+// answer to the lifecycle. A task is created in the store before its handle
+// is returned; the job is then submitted once; every tasks/get translates
+// the backend's status (a poll within the tool's refresh interval is served
+// from the last observation); the first terminal observation is stored and
+// never changes. Tasks outlive the requests that create them, so the work
+// they start runs on the bridge's own lifetime context, on purpose.
 package bridge
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/auth"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -109,9 +112,11 @@ type Options struct {
 // Bridge serves a catalog over MCP. Create it with New, serve it with
 // Handler or ServeStdio, and Close it when done.
 type Bridge struct {
-	opts     Options
-	cat      *catalog.Catalog
-	store    mapping.Store
+	opts  Options
+	cat   *catalog.Catalog
+	store mapping.Store
+	// lc owns every task's life: it is the only writer of task rows.
+	lc       *lifecycle.Lifecycle
 	adapters map[string]adapters.Adapter
 	tools    map[string]*tool
 	server   *mcp.Server
@@ -265,6 +270,23 @@ func New(opts Options) (*Bridge, error) {
 	b.server = b.newServer()
 	b.gen() // the first catalog generation (reload.go)
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
+	lc, err := lifecycle.New(lifecycle.Options{
+		Store:       b.store,
+		Results:     results{b: b},
+		Now:         opts.Now,
+		Logger:      b.log,
+		Context:     b.ctx,
+		CallTimeout: opts.CallTimeout,
+		Forwards:    true,
+		Shared:      b.shared,
+		Started:     b.started,
+		StaleClaim:  2*opts.CallTimeout + opts.SweepInterval,
+	})
+	if err != nil {
+		b.cancel()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b.lc = lc
 	b.streamsEnd = make(chan struct{})
 	b.hub = newHub(b)
 	b.sessions = newLegacySessions(b)

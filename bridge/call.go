@@ -19,12 +19,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
 // ConfirmKey is the input request key of a tool's confirmation: answer it
 // with accept and {"confirm": true} to submit the job.
-const ConfirmKey = "jobbridge.confirm"
+const ConfirmKey = lifecycle.ConfirmKey
 
 // Input-request keys the bridge itself uses. Backend keys are passed through
 // as the adapter reports them; these carry a prefix no backend key is
@@ -236,10 +237,10 @@ func (b *Bridge) syncHandler(t *tool) mcp.ToolHandler {
 			if !ok {
 				return nil, invalidParams("inputResponses[%q] must be an elicitation result", confirmKey)
 			}
-			switch verdict, why := judgeConfirmation(&elicitAnswer{Action: e.Action, Content: e.Content}); verdict {
-			case confirmNo:
+			switch verdict, why := lifecycle.JudgeConfirmation(adapters.Answer{Action: e.Action, Content: e.Content}); verdict {
+			case lifecycle.ConfirmNo:
 				return toolError("%s; no job was submitted", why), nil
-			case confirmUnclear:
+			case lifecycle.ConfirmUnclear:
 				// Ask again, saying why the answer did not confirm.
 				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{
 					Mode: "form", Message: "Not confirmed: " + why + ".\n\n" + t.ConfirmMessage(args), RequestedSchema: confirmSchema,
@@ -278,7 +279,7 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 		case errors.Is(err, adapters.ErrJobUnaddressable):
 			return toolError("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), sreq.CorrelationID, t.Backend), nil
 		}
-		return toolError("the backend %q did not start the job: %s", t.Backend, sanitize(err.Error(), 1024)), nil
+		return toolError("%s", lifecycle.Refusal(t.Backend, err)), nil
 	}
 	b.log.Info("sync job started", "tool", t.Name, "backend", t.Backend, "job", ref.ID)
 	budget := time.NewTimer(t.SyncBudget)
@@ -488,7 +489,7 @@ func (b *Bridge) cancelUnfollowed(t *tool, ref adapters.JobRef, why string) {
 			select {
 			case <-b.ctx.Done():
 				return
-			case <-time.After(jitter(backoff(time.Second, attempt, 30*time.Second))):
+			case <-time.After(lifecycle.Jitter(lifecycle.Backoff(time.Second, attempt, 30*time.Second))):
 			}
 		}
 	})
@@ -558,7 +559,7 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 		task.Phase = mapping.PhaseConfirming
 		task.Status = mapping.StatusInputRequired
 		task.StatusMessage = "waiting for the user to confirm"
-		task.InputRequests = encodeInputs(map[string]storedInput{
+		task.InputRequests = lifecycle.EncodeInputs(map[string]lifecycle.Input{
 			confirmKey: {Message: t.ConfirmMessage(args), Schema: confirmSchema, Since: now},
 		})
 	} else {
@@ -636,29 +637,19 @@ func (b *Bridge) isInflight(k mapping.Key) bool {
 	return b.inflight[k] > 0
 }
 
-// submit sends the one submission of a task and records its outcome. A
-// throttled submission created no job; it is sent again after the pause the
-// backend asked for, while the submit timeout allows.
+// submit sends the one submission of a task and has the lifecycle record its
+// outcome. A throttled submission created no job; it is sent again after the
+// pause the backend asked for, while the submit timeout allows.
 func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
-	t := b.taskTool(task)
+	t := b.toolOf(task)
 	if t == nil {
-		b.finish(task, mapping.StatusFailed, "the tool is no longer in the catalog", nil, &wireError{Code: -32603, Message: "tool " + task.Tool + " is no longer in the catalog"})
+		b.lc.End(task, lifecycle.Failed("tool "+task.Tool+" is no longer in the catalog"))
 		return
 	}
 	req := adapters.StartRequest{Tool: task.Tool, Arguments: args, CorrelationID: task.CorrelationID}
 	ref, err := b.startJob(b.ctx, t, req, func(wait time.Duration, reason string) bool {
 		// Say why the task waits, and stop if the user cancelled meanwhile.
-		var cancelled bool
-		_, err := b.mutate(task, func(c *mapping.Task, now time.Time) bool {
-			if c.CancelRequestedAt != nil {
-				cancelled = true
-				setTerminal(c, mapping.StatusCancelled, "cancelled before the job was submitted", nil, nil)
-				return true
-			}
-			c.StatusMessage = fmt.Sprintf("%s; submitting again in %s", reason, ceilSeconds(wait))
-			return true
-		})
-		return err == nil && !cancelled
+		return b.lc.SubmitWaiting(task, wait, reason)
 	})
 	switch {
 	case err == nil:
@@ -671,16 +662,15 @@ func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
 	case errors.Is(err, adapters.ErrJobUnaddressable):
 		msg := fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
 		b.log.Error("backend accepted the job but its answer cannot be used", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
-		b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
+		b.lc.End(task, lifecycle.Failed(msg))
 	default:
-		reason := sanitize(err.Error(), 1024)
 		if _, throttled := adapters.RetryAfter(err); throttled {
 			b.log.Info("submission throttled past the submit timeout", "task", shortKey(task.Key))
 		} else {
-			b.log.Info("backend refused the job", "task", shortKey(task.Key))
+			b.log.Info("backend refused the job", "task", shortKey(task.Key), "class", adapters.ProblemOf(err).Class)
 		}
-		res := toolResultText(fmt.Sprintf("The backend %q did not start the job: %s", task.Backend, reason), true)
-		b.finish(task, mapping.StatusCompleted, "the backend did not start the job: "+reason, res, nil)
+		text := lifecycle.Refusal(task.Backend, err)
+		b.lc.End(task, lifecycle.Completed(text, toolResultText(text, true)))
 	}
 }
 
@@ -713,14 +703,14 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 			}
 			g.done(err)
 			b.metrics.throttled.WithLabelValues(t.Backend).Inc()
-			wait = max(d, jitter(backoff(time.Second, attempt, 30*time.Second)))
+			wait = max(d, lifecycle.Jitter(lifecycle.Backoff(time.Second, attempt, 30*time.Second)))
 			reason = fmt.Sprintf("the backend %q is throttling submissions", t.Backend)
 			if b.opts.Now().Add(wait).After(deadline) {
-				return adapters.JobRef{}, fmt.Errorf("it was still throttling after %s (no job was created; try again later): %w", b.opts.SubmitTimeout, err)
+				return adapters.JobRef{}, &lifecycle.ThrottledStart{After: b.opts.SubmitTimeout, Err: err}
 			}
 		}
 		if b.opts.Now().Add(wait).After(deadline) {
-			return adapters.JobRef{}, fmt.Errorf("%s for longer than the submit timeout of %s (no job was created; try again later): %w", reason, b.opts.SubmitTimeout, adapters.ErrThrottled)
+			return adapters.JobRef{}, &lifecycle.ThrottledStart{After: b.opts.SubmitTimeout, Reason: reason, Err: adapters.ErrThrottled}
 		}
 		if waiting != nil && !waiting(wait, reason) {
 			return adapters.JobRef{}, errSubmissionStopped
@@ -735,28 +725,10 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 	}
 }
 
-// recordJob stores the job reference of a submitted task, and forwards a
-// cancel that arrived while the submission was in flight.
+// recordJob has the lifecycle store the job reference of a submitted task,
+// and forwards a cancel that arrived while the submission was in flight.
 func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
-	refJSON, err := json.Marshal(ref)
-	if err != nil {
-		b.log.Error("encoding job reference", "error", err)
-		return
-	}
-	var forward bool
-	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		forward = false // fn runs again after a conflict
-		if t.Phase != mapping.PhaseSubmitting {
-			return false
-		}
-		t.Phase = mapping.PhaseSubmitted
-		t.JobRef = refJSON
-		t.JobID = ref.ID
-		t.Args = nil
-		t.StatusMessage = fmt.Sprintf("job %s submitted to %s", ref.ID, t.Backend)
-		forward = b.claimCancel(t, now)
-		return true
-	})
+	updated, forward, err := b.lc.RecordJob(task, ref)
 	if err != nil {
 		b.log.Error("recording job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
 		return
@@ -774,7 +746,7 @@ func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
 // the adapter's Finder where it has one, else as failed with the correlation
 // ID, so that an operator can look for the job. It never submits again.
 func (b *Bridge) reconcile(task *mapping.Task) {
-	t := b.taskTool(task)
+	t := b.toolOf(task)
 	msg := fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job; look for correlation ID %s", task.Backend, task.CorrelationID)
 	if t != nil {
 		if f, ok := t.adapter.(adapters.Finder); ok {
@@ -805,118 +777,36 @@ func (b *Bridge) reconcile(task *mapping.Task) {
 				// later, with backoff; the adapter decides when its listing
 				// has caught up.
 				b.log.Info("reconcile: job not listed yet; looking again later", "task", shortKey(task.Key), "correlation", task.CorrelationID)
-				b.lookAgainLater(task, "submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s")
+				b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s", task.Backend, task.CorrelationID), nil)
 				return
 			case !errors.Is(err, errors.ErrUnsupported):
 				// The lookup itself failed: try again later, unless the task
 				// has been unsettled for long.
 				if b.opts.Now().Sub(task.CreatedAt) < 10*b.opts.SubmitTimeout {
 					b.log.Warn("reconcile lookup failed; will retry", "task", shortKey(task.Key), "error", err)
-					b.lookAgainLater(task, "submission outcome unknown: looking the job up on %q failed; trying again for correlation ID %s")
+					b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: looking the job up on %q failed (%s); trying again for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID), err)
 					return
 				}
-				msg = fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job, and looking it up kept failing (%s); look for correlation ID %s", task.Backend, sanitize(err.Error(), 512), task.CorrelationID)
+				msg = fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job, and looking it up kept failing (%s); look for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID)
 			}
 		}
 	}
 	b.forget(task.Key)
-	b.finish(task, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
+	b.lc.End(task, lifecycle.Failed(msg))
 }
 
 // lookAgainLater paces the lookups of a submission whose outcome is not
 // settled yet: doubling from LookupBackoff up to 15 times it, per task, with
-// jitter, and says
-// in the status message (format takes the backend and the correlation ID)
-// that the task is still being settled.
-func (b *Bridge) lookAgainLater(task *mapping.Task, format string) {
+// jitter, and says in the status message (msg) that the task is still being
+// settled, and why (problem: the failed lookup, if one failed).
+func (b *Bridge) lookAgainLater(task *mapping.Task, msg string, problem error) {
 	b.mu.Lock()
 	n := b.lookups[task.Key] + 1
 	b.lookups[task.Key] = n
 	b.mu.Unlock()
-	b.setBackoff(task.Key, jitter(backoff(b.opts.LookupBackoff, n, 15*b.opts.LookupBackoff)))
-	msg := fmt.Sprintf(format, task.Backend, task.CorrelationID)
-	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		if t.Phase != mapping.PhaseSubmitting || t.StatusMessage == msg {
-			return false
-		}
-		t.StatusMessage = msg
-		return true
-	})
+	b.setBackoff(task.Key, lifecycle.Jitter(lifecycle.Backoff(b.opts.LookupBackoff, n, 15*b.opts.LookupBackoff)))
+	b.lc.Settling(task, msg, problem)
 }
-
-// finish writes a terminal state, unless the task is already terminal.
-func (b *Bridge) finish(task *mapping.Task, status mapping.Status, msg string, result json.RawMessage, werr *wireError) {
-	_, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		setTerminal(t, status, msg, result, werr)
-		return true
-	})
-	if err != nil && !errors.Is(err, errTerminal) {
-		b.log.Error("finishing task", "task", shortKey(task.Key), "error", err)
-	}
-}
-
-func setTerminal(t *mapping.Task, status mapping.Status, msg string, result json.RawMessage, werr *wireError) {
-	t.Status = status
-	t.Phase = mapping.PhaseDone
-	t.StatusMessage = msg
-	t.InputRequests = nil
-	t.Args = nil
-	o := outcome{Result: result, Error: werr}
-	t.Outcome, _ = json.Marshal(o)
-}
-
-// errTerminal is returned by mutate when the task is already terminal.
-var errTerminal = errors.New("task is terminal")
-
-// mutate applies fn to the current row of task and writes it conditionally,
-// re-reading and retrying when another writer got there first. fn returns
-// false to write nothing. The updated row is returned.
-func (b *Bridge) mutate(task *mapping.Task, fn func(t *mapping.Task, now time.Time) bool) (*mapping.Task, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-	defer cancel()
-	for attempt := 0; attempt < 20; attempt++ {
-		cur, err := b.store.Get(ctx, task.Key, task.Principal, b.opts.Now())
-		if err != nil {
-			return nil, err
-		}
-		if cur.Status.Terminal() {
-			return cur, errTerminal
-		}
-		now := b.opts.Now().UTC()
-		if !fn(cur, now) {
-			return cur, nil
-		}
-		cur.UpdatedAt = now
-		err = b.store.Update(ctx, cur)
-		if errors.Is(err, mapping.ErrConflict) {
-			continue
-		}
-		return cur, err
-	}
-	return nil, fmt.Errorf("updating task: %w", mapping.ErrConflict)
-}
-
-// claimCancel marks the cancel of a submitted task as being forwarded, if it
-// was requested and not forwarded yet. The conditional write that carries
-// the claim makes the forward happen once. A claim that the backend never
-// confirmed (CancelSentAt) is taken over when it is stale: left by a
-// process that died while forwarding. Alone on its store, this process
-// knows every claim older than its own start is such a one; with a shared
-// store a claim is stale after staleClaim.
-func (b *Bridge) claimCancel(t *mapping.Task, now time.Time) bool {
-	if t.CancelRequestedAt == nil || t.CancelSentAt != nil || t.Phase != mapping.PhaseSubmitted {
-		return false
-	}
-	if f := t.CancelForwardedAt; f != nil && now.Sub(*f) < b.staleClaim() && (b.shared || !f.Before(b.started)) {
-		return false
-	}
-	t.CancelForwardedAt = &now
-	return true
-}
-
-// staleClaim is how long a cancel claim may stay unconfirmed before another
-// attempt may take it over.
-func (b *Bridge) staleClaim() time.Duration { return 2*b.opts.CallTimeout + b.opts.SweepInterval }
 
 func quoteList(names []string) string {
 	q := make([]string, len(names))

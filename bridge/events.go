@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -217,7 +218,7 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 	}
 	outcome := "stale"
 	for _, t := range tasks {
-		tl := b.taskTool(t)
+		tl := b.toolOf(t)
 		if tl == nil || t.Status.Terminal() || t.Phase != mapping.PhaseSubmitted {
 			continue
 		}
@@ -226,37 +227,35 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 			continue
 		}
 		o := ev.Observation
-		if !o.State.Terminal() && staleEvent(t, ev.At) {
-			// Older than what the task shows. Clocks differ between the
-			// backend and the bridge, so an event whose state differs
-			// from the task's is a reason to look again (a message alone
-			// is not: a job's step may start before its run's last
-			// update).
+		if ev.Reread {
+			// A poll now, on the bridge's lifetime: the sender is not kept
+			// waiting for the backend. The event asks for a fresh look
+			// whatever its time says (a job waiting for an approval whose
+			// question only a poll can read is stamped when the job was
+			// created, before what the task shows).
+			if b.goBackground(func() { b.observeFor(t, true) }) {
+				outcome = "applied"
+			}
+			continue
+		}
+		if !o.State.Terminal() && lifecycle.StaleEvent(t, ev.At) {
+			// Older than what the task shows. An event must never delay
+			// the observation of its job: it never moves the job to the
+			// events' safety cadence by itself. Clocks differ between the
+			// backend and the bridge, and some backends stamp whole
+			// seconds (GitHub), so an event within eventClockSlack of the
+			// last observation may be newer than it, and an event whose
+			// state differs from the task's is a reason to look again (a
+			// message alone is not: a job's step may start before its
+			// run's last update): both cause a poll now, which counts as
+			// the job's event. Any other stale event leaves the job on
+			// its cadence.
 			says := mapping.StatusWorking
 			if o.State == adapters.StateInputRequired {
 				says = mapping.StatusInputRequired
 			}
-			if says != t.Status {
-				b.goBackground(func() { b.observe(t) })
-			}
-			if t.EventAt == nil {
-				// A poll saw it first, but the backend does send this
-				// job's events: from now on it is polled as such.
-				b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
-					if c.EventAt != nil {
-						return false
-					}
-					c.EventAt = &now
-					return true
-				})
-			}
-			continue
-		}
-		if ev.Reread {
-			// A poll now, on the bridge's lifetime: the sender is not kept
-			// waiting for the backend.
-			if b.goBackground(func() { b.observeFor(t, true) }) {
-				outcome = "applied"
+			if says != t.Status || withinClockSlack(t, ev.At) {
+				b.goBackground(func() { b.observeFor(t, true) })
 			}
 			continue
 		}
@@ -267,16 +266,17 @@ func (b *Bridge) applyEvent(ctx context.Context, backend string, ev adapters.Eve
 	return outcome, nil
 }
 
-// staleEvent reports whether an event of the given time is older than what
-// the task shows: its last observation (a poll's time, or the time of the
-// event it applied), or its creation when it has none.
-func staleEvent(t *mapping.Task, at time.Time) bool {
-	if at.IsZero() {
-		return false
-	}
+// eventClockSlack is how far before a task's last observation an event's
+// time may read and still be newer than it: backends stamp events in whole
+// seconds (GitHub) on clocks of their own.
+const eventClockSlack = time.Second
+
+// withinClockSlack reports whether an event of time at, older than what the
+// task shows, is within eventClockSlack of it.
+func withinClockSlack(t *mapping.Task, at time.Time) bool {
 	last := t.CreatedAt
 	if t.ObservedAt != nil {
 		last = *t.ObservedAt
 	}
-	return at.Before(last)
+	return !at.Before(last.Add(-eventClockSlack))
 }

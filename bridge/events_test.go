@@ -231,8 +231,35 @@ func TestStaleEventsLookAgainOnlyWhenTheStateDiffers(t *testing.T) {
 }
 
 func TestAStaleEventStillShowsThatEventsFlow(t *testing.T) {
-	// The job's first event comes after a poll saw its state: the job is
-	// polled as one whose events flow from then on.
+	// The job's first event comes just after a poll saw its state, but its
+	// time, in whole seconds, reads before the poll: the bridge looks once
+	// more, and the job is polled as one whose events flow from then on.
+	h := newEventHarness(t, adapters.EventPolling{Interval: time.Hour, Quiet: time.Hour}, harnessOptions{sweep: time.Hour})
+	task := h.createTask("slow_compute", map[string]any{"seconds": 60})
+	job := h.jobOf(task.TaskID)
+	h.waitFor(task.TaskID, "observed", func(t *taskclient.Task) bool { return strings.HasPrefix(t.StatusMessage, "running") })
+	before := h.fake.Requests()
+	at := observedAt(t, h.harness, task.TaskID).Add(-time.Millisecond).Truncate(time.Second)
+	if _, body := h.push("sesame", testEvent{ID: "o1", Job: job, State: "working", Message: "running", At: at}); !strings.Contains(body, "stale") {
+		t.Fatalf("event of the poll's second: %s; want stale", body)
+	}
+	waitUntil(t, "the bridge looks again", func() bool { return h.fake.Requests() > before })
+	before = h.fake.Requests()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if _, err := h.tasks.GetTask(t.Context(), task.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := h.fake.Requests() - before; n != 0 {
+		t.Errorf("%d backend requests after the job's first event; want none (the safety interval is an hour)", n)
+	}
+}
+
+// A stale event clearly older than the task's last observation, saying
+// the same state, changes nothing: the job stays on its refresh cadence
+// (an event never delays the observation of its job).
+func TestAnOldEventLeavesTheJobOnItsCadence(t *testing.T) {
 	h := newEventHarness(t, adapters.EventPolling{Interval: time.Hour, Quiet: time.Hour}, harnessOptions{sweep: time.Hour})
 	task := h.createTask("slow_compute", map[string]any{"seconds": 60})
 	job := h.jobOf(task.TaskID)
@@ -247,7 +274,49 @@ func TestAStaleEventStillShowsThatEventsFlow(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := h.fake.Requests() - before; n != 0 {
-		t.Errorf("%d backend requests after the job's first event; want none (the safety interval is an hour)", n)
+	if n := h.fake.Requests() - before; n == 0 {
+		t.Errorf("no backend requests after an old event; want the job polled at its refresh interval (100ms)")
 	}
+}
+
+// Item 7: an event stamped in whole seconds that reads before the last
+// poll, though the job has moved since, must not delay the observation:
+// the question the job asks appears at once, not after the events' safety
+// interval (an hour here; ten minutes in the demo).
+func TestASecondGranularEventDoesNotDelayTheQuestion(t *testing.T) {
+	mem := newMemBackend(nil)
+	h := newHarness(t, harnessOptions{sweep: time.Hour, adapters: func(map[string]adapters.Adapter) map[string]adapters.Adapter {
+		return map[string]adapters.Adapter{"jobs": &pushing{Adapter: mem, polling: adapters.EventPolling{Interval: time.Hour, Quiet: time.Hour}}}
+	}})
+	events := httptest.NewServer(h.bridge.EventsHandler("/events/"))
+	t.Cleanup(events.Close)
+	eh := &eventHarness{harness: h, events: events}
+	task := h.createTask("long_job", nil)
+	h.waitFor(task.TaskID, "running", func(tk *taskclient.Task) bool { return tk.StatusMessage == "RUNNING" })
+	// The job starts waiting for an approval just after the poll; the
+	// backend's event about the run (GitHub: workflow_run in_progress
+	// before workflow_job waiting) says the same second as the poll.
+	mem.set(func(m *memBackend) {
+		j := m.jobs["mem-1"]
+		j.state, j.message = adapters.StateInputRequired, "waiting for approval"
+		j.inputs = map[string]adapters.InputRequest{"approve": {Message: "Approve the deployment to production?"}}
+	})
+	at := observedAt(t, h, task.TaskID).Add(-time.Millisecond).Truncate(time.Second)
+	if _, body := eh.push("sesame", testEvent{ID: "w1", Job: "mem-1", State: "working", Message: "in_progress: job build concluded success", At: at}); !strings.Contains(body, "stale") {
+		t.Fatalf("event: %s; want stale", body)
+	}
+	got := h.waitFor(task.TaskID, "the approval asked", func(tk *taskclient.Task) bool { return tk.Status == "input_required" })
+	if len(got.InputRequests) != 1 {
+		t.Errorf("input requests %v; want the approval", got.InputRequests)
+	}
+}
+
+// observedAt is when the task's job was last observed, from the store.
+func observedAt(t *testing.T, h *harness, id string) time.Time {
+	t.Helper()
+	row, err := h.store.Get(t.Context(), mapping.KeyOf(id), "anonymous", time.Now())
+	if err != nil || row.ObservedAt == nil {
+		t.Fatalf("row %+v, %v; want an observed task", row, err)
+	}
+	return *row.ObservedAt
 }

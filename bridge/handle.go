@@ -34,6 +34,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -100,7 +101,7 @@ func (b *Bridge) companion(fn func(ctx context.Context, args companionArgs) *mcp
 		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 			if wait, ok := b.rates.allowPoll(principalFrom(ctx), b.limits.GetsPerSecond); !ok {
 				b.metrics.reject("poll_rate")
-				return toolError("too many task requests: call at most every poll_interval_ms; try again in %s", ceilSeconds(wait)), nil
+				return toolError("too many task requests: call at most every poll_interval_ms; try again in %s", lifecycle.CeilSeconds(wait)), nil
 			}
 		}
 		return fn(ctx, args), nil
@@ -176,7 +177,7 @@ func (b *Bridge) taskAnswer(ctx context.Context, args companionArgs) *mcp.CallTo
 	if err != nil {
 		return companionFailure(args.TaskID, err)
 	}
-	open := decodeInputs(before.InputRequests)
+	open := lifecycle.DecodeInputs(before.InputRequests)
 	if before.Status != mapping.StatusInputRequired || len(open) == 0 {
 		r := b.statusResult(b.detailed(args.TaskID, before), fmt.Sprintf("The task is not waiting for input (it is %s); nothing was answered.", before.Status))
 		r.IsError = true
@@ -195,7 +196,7 @@ func (b *Bridge) taskAnswer(ctx context.Context, args companionArgs) *mcp.CallTo
 	}
 	said := "The answers were recorded."
 	if after.Status == mapping.StatusInputRequired {
-		still := decodeInputs(after.InputRequests)
+		still := lifecycle.DecodeInputs(after.InputRequests)
 		for k := range answers {
 			if _, ok := still[k]; ok {
 				said = "The answer did not settle the question: " + after.StatusMessage + "."
@@ -215,7 +216,7 @@ func (b *Bridge) taskAnswer(ctx context.Context, args companionArgs) *mcp.CallTo
 // no object answer naming it, the answers as a whole are its content:
 // {"confirm": true} answers a lone question whose form asks for confirm,
 // whatever its key.
-func answersFor(open map[string]storedInput, given map[string]json.RawMessage) (map[string]json.RawMessage, []string) {
+func answersFor(open map[string]lifecycle.Input, given map[string]json.RawMessage) (map[string]json.RawMessage, []string) {
 	out := map[string]json.RawMessage{}
 	var ignored []string
 	for k, v := range given {

@@ -128,12 +128,12 @@ const maxTakeovers = 4
 // another call has just claimed and not created yet.
 const createRowWait = 2 * time.Second
 
-// createRow stores a new task, as Store.Create does, unless the call has an
+// createRow stores a new task, through the lifecycle, unless the call has an
 // idempotency key that names a task already: then it returns an
 // *idempotentReuse with that task (or the refusal of a key reused with
 // other arguments), and creates nothing.
 func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mapping.CreateLimits) error {
-	t := b.taskTool(task)
+	t := b.toolOf(task)
 	var args map[string]any
 	if t != nil && t.Calls.IdempotencyKey != nil {
 		json.Unmarshal(task.Args, &args)
@@ -146,7 +146,7 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 		}
 	}
 	if key == "" {
-		return b.store.Create(ctx, task, limits)
+		return b.lc.Create(ctx, task, limits)
 	}
 	is, ok := b.opts.Store.(mapping.IdempotencyStore)
 	if !ok {
@@ -177,7 +177,7 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 		}
 		if held == nil {
 			// The key is ours: create the task; if that fails, free it.
-			if err := b.store.Create(ctx, task, limits); err != nil {
+			if err := b.lc.Create(ctx, task, limits); err != nil {
 				rctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
 				if _, rerr := is.ReleaseIdempotencyKey(rctx, rec.Principal, rec.KeyHash, task.Key); rerr != nil {
 					b.log.Warn("releasing an idempotency key", "error", rerr)

@@ -34,6 +34,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -465,22 +466,8 @@ func (b *Bridge) legacyCancel(ctx context.Context, req mcp.Request) (mcp.Result,
 	if err != nil {
 		return nil, internalError("the task store is unavailable")
 	}
-	updated, err := b.mutate(cur, func(t *mapping.Task, now time.Time) bool {
-		msg := "cancelled at the caller's request"
-		switch {
-		case t.Phase == mapping.PhaseConfirming:
-			msg = "cancelled before the job was submitted"
-		case t.CancelSentAt != nil:
-			msg += fmt.Sprintf("; the cancel was sent to %s", t.Backend)
-		case t.JobRef == nil:
-			msg += "; no job had been submitted yet"
-		default:
-			msg += fmt.Sprintf("; %s has not confirmed the cancel (%s): the job may still run", t.Backend, t.StatusMessage)
-		}
-		setTerminal(t, mapping.StatusCancelled, msg, nil, nil)
-		return true
-	})
-	if errors.Is(err, errTerminal) {
+	updated, err := b.lc.CancelNow(cur)
+	if errors.Is(err, lifecycle.ErrTerminal) {
 		// The job ended first; the revision still wants the Task.
 		updated, err = b.store.Get(ctx, task.Key, task.Principal, b.opts.Now())
 	}
@@ -612,7 +599,7 @@ func (b *Bridge) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *task
 // each of the task's open questions not asked in this tasks/result yet, and
 // applies the answers as tasks/update does.
 func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id string, task *mapping.Task, asked map[string]bool) error {
-	for key, in := range decodeInputs(task.InputRequests) {
+	for key, in := range lifecycle.DecodeInputs(task.InputRequests) {
 		if asked[key] || !b.sessions.claimQuestion(task.Key, key) { // legacypush.go
 			continue
 		}
@@ -620,7 +607,7 @@ func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id strin
 		res, err := ss.Elicit(ctx, &mcp.ElicitParams{
 			Meta:            mcp.Meta{relatedTaskMeta: map[string]any{"taskId": id}},
 			Mode:            "form",
-			Message:         in.Message,
+			Message:         in.Prompt(),
 			RequestedSchema: json.RawMessage(in.Schema),
 		})
 		if err != nil {
@@ -637,6 +624,11 @@ func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id strin
 		up := &taskParams{TaskID: id, InputResponses: map[string]json.RawMessage{key: answer}}
 		if _, err := b.tasksUpdate(ctx, nil, up); err != nil {
 			return err
+		}
+		if key == confirmKey && res.Action == "accept" {
+			// An answer that did not confirm leaves the question open,
+			// with the reason: ask it again on the next round.
+			delete(asked, key)
 		}
 	}
 	return nil
@@ -725,10 +717,7 @@ func (b *Bridge) reseal(id string, t *mapping.Task) {
 	if _, ok := b.openID(t); ok {
 		return
 	}
-	b.mutate(t, func(c *mapping.Task, _ time.Time) bool {
-		c.SealedID = b.sealID(id, c.Key)
-		return true
-	})
+	b.lc.Reseal(t, func(k mapping.Key) []byte { return b.sealID(id, k) })
 }
 
 // sealID seals a task ID for its row (the key as additional data, so that

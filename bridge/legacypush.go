@@ -36,6 +36,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -249,7 +250,7 @@ func (s *legacySession) relay(id string, t *mapping.Task) {
 	if p := s.ss.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return // the client cannot be asked; tasks/result says so
 	}
-	for key, in := range decodeInputs(t.InputRequests) {
+	for key, in := range lifecycle.DecodeInputs(t.InputRequests) {
 		if s.ls.resultWaiting(t.Key) || !s.ls.claimQuestion(t.Key, key) {
 			continue
 		}

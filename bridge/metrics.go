@@ -39,6 +39,7 @@ type metrics struct {
 	backendRequests *prometheus.CounterVec   // backend, operation, outcome
 	backendLatency  *prometheus.HistogramVec // backend, operation
 	cancelForwards  *prometheus.CounterVec   // backend, outcome
+	cancelResends   *prometheus.CounterVec   // backend
 
 	storeOps     *prometheus.CounterVec   // operation, outcome
 	storeLatency *prometheus.HistogramVec // operation
@@ -99,6 +100,7 @@ func newMetrics() *metrics {
 		backendRequests: counter("jobbridge_backend_requests_total", "Calls into a backend's adapter, by operation and outcome.", "backend", "operation", "outcome"),
 		backendLatency:  histogram("jobbridge_backend_request_duration_seconds", "Latency of calls into a backend's adapter.", backendBuckets, "backend", "operation"),
 		cancelForwards:  counter("jobbridge_cancel_forwards_total", "Cancels forwarded to a backend, by outcome (sent, already_finished, refused, failed, deferred).", "backend", "outcome"),
+		cancelResends:   counter("jobbridge_cancel_resends_total", "Cancels sent to a backend again after an earlier attempt for the same task was refused or failed (they back off exponentially).", "backend"),
 
 		storeOps:     counter("jobbridge_store_operations_total", "Task store calls, by operation and outcome.", "operation", "outcome"),
 		storeLatency: histogram("jobbridge_store_operation_duration_seconds", "Latency of task store calls.", storeBuckets, "operation"),
@@ -120,7 +122,7 @@ func newMetrics() *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.limitRejections, m.observeBudget, m.throttled, m.syncCancelled, m.tasksCreated,
 		m.transitions, m.finished, m.taskDuration, m.served,
-		m.backendRequests, m.backendLatency, m.cancelForwards,
+		m.backendRequests, m.backendLatency, m.cancelForwards, m.cancelResends,
 		m.storeOps, m.storeLatency,
 		m.sweepDuration, m.sweepDue, m.sweepBacklog, m.sweepLast,
 		m.streams, m.pushed, m.pushResyncs, m.events,
@@ -215,6 +217,14 @@ func (m *metrics) cancelForwarded(backend string, err error) {
 		outcome = "refused"
 	}
 	m.cancelForwards.WithLabelValues(backend, outcome).Inc()
+}
+
+// cancelAttempt counts the attempt-th cancel sent to a backend for one
+// task: the second and later are resends.
+func (m *metrics) cancelAttempt(backend string, attempt int) {
+	if attempt > 1 {
+		m.cancelResends.WithLabelValues(backend).Inc()
+	}
 }
 
 // cancelDeferred counts a cancel not sent yet because the backend's gate

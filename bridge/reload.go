@@ -93,10 +93,10 @@ func (b *Bridge) toolNamed(name string) *tool { return b.gen().tools[name] }
 // currentTools returns the current catalog's tools.
 func (b *Bridge) currentTools() map[string]*tool { return b.gen().tools }
 
-// taskTool returns the tool a task runs under: its own revision's tool when
+// toolOf returns the tool a task runs under: its own revision's tool when
 // this process loaded that revision, else the current tool of its name
 // (nil when there is none).
-func (b *Bridge) taskTool(t *mapping.Task) *tool {
+func (b *Bridge) toolOf(t *mapping.Task) *tool {
 	cur := b.gen()
 	if g, ok := b.reload.byRevision.Load(t.CatalogRevision); ok {
 		if tl := g.(*generation).tools[t.Tool]; tl != nil {

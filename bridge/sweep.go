@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -193,26 +194,34 @@ func (s *sweepRun) handle(t *mapping.Task) {
 	case t.Phase == mapping.PhaseSubmitting:
 		b.refresh(s.ctx, t, 0)
 	case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelSentAt == nil:
-		var claimed bool
-		cur, err := b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
-			claimed = b.claimCancel(c, now)
-			return claimed
-		})
-		if err == nil && claimed {
-			b.forwardCancel(cur)
+		// A pending cancel is forwarded when its next attempt is due
+		// (repeated ones back off); until then the job is observed.
+		if lifecycle.CancelDue(t, s.now) {
+			if cur, claimed := b.lc.ClaimCancel(t); claimed {
+				b.forwardCancel(cur)
+			}
+			return
 		}
+		s.observeDue(t)
 	case t.Phase == mapping.PhaseSubmitted:
-		tl := b.taskTool(t)
-		if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || b.backedOff(t.Key, s.now) {
-			return
-		}
-		var ref adapters.JobRef
-		if json.Unmarshal(t.JobRef, &ref) != nil {
-			return
-		}
-		s.due++
-		s.add(sweepItem{task: t, tool: tl, ref: ref})
+		s.observeDue(t)
 	}
+}
+
+// observeDue adds a submitted task to its backend's next batch when its
+// observation is due.
+func (s *sweepRun) observeDue(t *mapping.Task) {
+	b := s.b
+	tl := b.toolOf(t)
+	if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || b.backedOff(t.Key, s.now) {
+		return
+	}
+	var ref adapters.JobRef
+	if json.Unmarshal(t.JobRef, &ref) != nil {
+		return
+	}
+	s.due++
+	s.add(sweepItem{task: t, tool: tl, ref: ref})
 }
 
 // add queues a due task on its backend and sends a batch once it is full.
@@ -314,6 +323,9 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 		}
 		for _, it := range batch {
 			b.unobserved(it.task, it.tool, err)
+			// The problem is each task's, told to its caller until it
+			// clears (and ending a job never observed after its grace).
+			b.lc.Unobserved(it.task, it.tool.Tool, err, nil)
 		}
 		b.log.Debug("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
 		return

@@ -5,55 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
-
-// storedInput is an outstanding input request as kept in the store.
-type storedInput struct {
-	Message string          `json:"message"`
-	Schema  json.RawMessage `json:"schema"`
-	// Job marks a request that came from the backend (delivered through the
-	// adapter's Responder) rather than the bridge's confirmation.
-	Job bool `json:"job,omitempty"`
-	// Since is when the request was first asked, for max_input_wait.
-	Since time.Time `json:"since"`
-}
-
-func encodeInputs(m map[string]storedInput) json.RawMessage {
-	if len(m) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
-
-func decodeInputs(raw json.RawMessage) map[string]storedInput {
-	m := map[string]storedInput{}
-	if len(raw) > 0 {
-		json.Unmarshal(raw, &m)
-	}
-	return m
-}
-
-func decodeKeys(raw json.RawMessage) []string {
-	var keys []string
-	if len(raw) > 0 {
-		json.Unmarshal(raw, &keys)
-	}
-	return keys
-}
-
-func encodeKeys(keys []string) json.RawMessage {
-	b, _ := json.Marshal(keys)
-	return b
-}
 
 // lookup validates a tasks/* request and loads its task.
 func (b *Bridge) lookup(ctx context.Context, p *taskParams) (*mapping.Task, error) {
@@ -94,7 +54,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 	if t.Status.Terminal() {
 		return false
 	}
-	tl := b.taskTool(t)
+	tl := b.toolOf(t)
 	now := b.opts.Now()
 	switch t.Phase {
 	case mapping.PhaseSubmitting:
@@ -138,7 +98,7 @@ func (b *Bridge) refresh(ctx context.Context, t *mapping.Task, wait time.Duratio
 	if !b.needsRefresh(t) {
 		return t
 	}
-	tl := b.taskTool(t)
+	tl := b.toolOf(t)
 	ch := b.polls.DoChan(string(t.Key[:]), func() (any, error) {
 		if !b.enter() {
 			return nil, errBridgeClosed
@@ -202,31 +162,10 @@ func (b *Bridge) enter() bool {
 	return true
 }
 
-// claimObservation decides whether this replica observes the task's job now,
-// and returns the row to observe from (the one it claimed, or the current
-// one when it did not). With a store that several replicas share, the
-// replica that moves ObservedAt forward by a conditional write observes; the
-// others serve the stored observation, so N replicas do not multiply backend
-// calls. Alone on its store, the process always observes (singleflight
-// already coalesces).
+// claimObservation decides whether this replica observes the task's job now
+// (see lifecycle.ClaimObservation).
 func (b *Bridge) claimObservation(t *mapping.Task, tl *tool) (*mapping.Task, bool) {
-	if !b.shared {
-		return t, true
-	}
-	var claimed bool
-	cur, err := b.mutateHeld(t, func(c *mapping.Task, now time.Time) bool {
-		claimed = false
-		if c.Phase != mapping.PhaseSubmitted || c.ObservedAt != nil && now.Sub(*c.ObservedAt) < b.refreshInterval(c, tl) {
-			return false
-		}
-		c.ObservedAt = &now
-		claimed = true
-		return true
-	})
-	if cur == nil {
-		cur = t
-	}
-	return cur, err == nil && claimed
+	return b.lc.ClaimObservation(t, b.refreshInterval(t, tl))
 }
 
 // observe asks the backend about one task's job and applies the answer. It
@@ -239,7 +178,7 @@ func (b *Bridge) observe(task *mapping.Task) *mapping.Task {
 // observeFor is observe; forEvent says a pushed event asked for the poll,
 // which then counts as the job's latest event.
 func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
-	tl := b.taskTool(task)
+	tl := b.toolOf(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return nil
@@ -262,12 +201,11 @@ func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
 	if err != nil {
 		b.unobserved(task, tl, err)
 		b.log.Debug("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		return nil
+		// The problem is the task's, told to its caller until it clears.
+		return b.lc.Unobserved(task, tl.Tool, err, nil)
 	}
-	if forEvent {
-		if err := obs[0].Err; err == nil || errors.Is(err, adapters.ErrJobNotFound) || errors.Is(err, adapters.ErrUnreadableStatus) {
-			return b.write(task, tl, ref, obs[0], &time.Time{})
-		}
+	if forEvent && observable(obs[0].Err) {
+		return b.write(task, tl, ref, obs[0], &time.Time{})
 	}
 	return b.record(task, tl, ref, obs[0])
 }
@@ -282,36 +220,28 @@ func (b *Bridge) unobserved(task *mapping.Task, tl *tool, err error) {
 	b.setBackoff(task.Key, tl.RefreshInterval)
 }
 
+// observable reports whether an observation's Err still says something
+// about the job's state (it is missing, its status cannot be read, its
+// state is not mapped, it was never started), which the lifecycle applies
+// as an observation; other errors are problems of the call.
+func observable(err error) bool {
+	return err == nil || errors.Is(err, adapters.ErrJobNotFound) || errors.Is(err, adapters.ErrUnreadableStatus) ||
+		errors.Is(err, adapters.ErrUnmappedState) || errors.Is(err, adapters.ErrNeverStarted)
+}
+
 // record applies one observation of a task's job (the row as read before
 // the backend was asked, and the reference it was asked about) through the
-// same conditional write every state change takes. A job that could not be
-// observed (its Err, other than a missing job or an unreadable status)
-// keeps the last observation, but a new job reference it carries is stored.
-// record returns the row as written, or nil when nothing was.
+// lifecycle. A job that could not be observed (its Err, see observable)
+// keeps the last observation, with the problem recorded and told, and a
+// new job reference it carries is stored. record returns the row as
+// written, or nil when nothing was.
 func (b *Bridge) record(task *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation) *mapping.Task {
-	if err := o.Err; err != nil && !errors.Is(err, adapters.ErrJobNotFound) && !errors.Is(err, adapters.ErrUnreadableStatus) {
-		var updated *mapping.Task
-		if o.Ref != nil {
-			// The job's new reference is durable even when the job could
-			// not be observed yet.
-			newRef := *o.Ref
-			u, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
-				data, err := json.Marshal(newRef)
-				t.JobRef = data
-				t.JobID = newRef.ID
-				return err == nil
-			})
-			if err != nil && !errors.Is(err, errTerminal) {
-				b.log.Error("recording job reference", "task", shortKey(task.Key), "error", err)
-			} else if err == nil {
-				updated = u
-			}
-		}
+	if err := o.Err; !observable(err) {
 		b.unobserved(task, tl, err)
 		// The call answered, but not about this job: the same line as a
 		// failed call (see meteredAdapter).
 		b.log.Warn("backend call failed", "backend", task.Backend, "operation", "poll", "class", backendOutcome(err), "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		return updated
+		return b.lc.Unobserved(task, tl.Tool, err, o.Ref)
 	}
 	b.setBackoff(task.Key, o.RetryAfter)
 	return b.write(task, tl, ref, o, nil)
@@ -325,63 +255,18 @@ func (b *Bridge) recordEvent(task *mapping.Task, tl *tool, ref adapters.JobRef, 
 	return b.write(task, tl, ref, o, &at)
 }
 
-// write is the conditional write of an observation, and what follows it:
+// write applies an observation through the lifecycle, and what follows it:
 // a terminal task is forgotten, a cancel it claimed is forwarded. eventAt
 // is set for an event: the backend's time of it (zero when not given).
 func (b *Bridge) write(task *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, eventAt *time.Time) *mapping.Task {
-	var forward bool
-	updated, err := b.mutateHeld(task, func(t *mapping.Task, now time.Time) bool {
-		if eventAt != nil && !o.State.Terminal() && staleEvent(t, *eventAt) {
-			return false // a poll got there first
-		}
-		b.apply(t, tl, ref, o, now)
-		if eventAt != nil {
-			t.EventAt = &now
-			if at := *eventAt; !at.IsZero() && at.Before(now) && t.ObservedAt != nil && t.ObservedAt.Equal(now) {
-				t.ObservedAt = &at
-			}
-		}
-		forward = b.claimCancel(t, now)
-		return true
-	})
-	if err != nil && !errors.Is(err, errTerminal) {
-		b.log.Error("recording observation", "task", shortKey(task.Key), "error", err)
-		return nil
-	}
+	updated, forward := b.lc.Observed(lifecycle.Observation{Task: task, Tool: tl.Tool, Ref: ref, Obs: o, EventAt: eventAt})
 	if updated != nil && updated.Status.Terminal() {
 		b.forget(task.Key)
 	}
-	if forward && err == nil {
+	if forward {
 		b.forwardCancel(updated)
 	}
 	return updated
-}
-
-// mutateHeld is mutate for a caller that holds a recent read of the row:
-// fn decides on a copy of it and the conditional write goes out without
-// reading the row again. Only when another writer got there first (the
-// write conflicts) does it fall back to mutate, which reads afresh. A held
-// row that is terminal is final: it returns errTerminal at once.
-func (b *Bridge) mutateHeld(held *mapping.Task, fn func(t *mapping.Task, now time.Time) bool) (*mapping.Task, error) {
-	if held.Status.Terminal() {
-		return held, errTerminal
-	}
-	c := *held
-	now := b.opts.Now().UTC()
-	if !fn(&c, now) {
-		return &c, nil
-	}
-	c.UpdatedAt = now
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-	err := b.store.Update(ctx, &c)
-	cancel()
-	if errors.Is(err, mapping.ErrConflict) {
-		return b.mutate(held, fn)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &c, nil
 }
 
 // forget drops what this process keeps in memory about a task that has
@@ -409,169 +294,6 @@ func (b *Bridge) setBackoff(k mapping.Key, d time.Duration) {
 		return
 	}
 	b.backoff[k] = b.opts.Now().Add(d)
-}
-
-// apply translates one observation into the task's state.
-func (b *Bridge) apply(t *mapping.Task, tl *tool, ref adapters.JobRef, o adapters.Observation, now time.Time) {
-	if o.Ref != nil {
-		// The adapter has learnt the job's own reference (a queued
-		// submission has become a job): keep it, with this observation.
-		if data, err := json.Marshal(o.Ref); err == nil {
-			t.JobRef = data
-			t.JobID = o.Ref.ID
-			ref = *o.Ref
-			b.log.Info("job reference updated", "task", shortKey(t.Key), "job", ref.ID)
-		}
-	}
-	if errors.Is(o.Err, adapters.ErrJobNotFound) || errors.Is(o.Err, adapters.ErrUnreadableStatus) {
-		// The job's state cannot be seen: allow the tool's missing grace,
-		// saying why, then end the task.
-		if t.MissingSince == nil {
-			t.MissingSince = &now
-		}
-		missing := now.Sub(*t.MissingSince)
-		t.ObservedAt = &now
-		if errors.Is(o.Err, adapters.ErrUnreadableStatus) {
-			reason := sanitize(o.Err.Error(), 512)
-			if missing >= tl.MissingGrace {
-				msg := fmt.Sprintf("the status of job %s on %q could not be read for %s: %s", ref.ID, t.Backend, missing.Round(time.Second), reason)
-				setTerminal(t, mapping.StatusFailed, msg, nil, &wireError{Code: -32603, Message: msg})
-				return
-			}
-			t.StatusMessage = fmt.Sprintf("the status of job %s cannot be read (%s so far; the task fails after %s): %s", ref.ID, missing.Round(time.Second), tl.MissingGrace, reason)
-			return
-		}
-		if missing >= tl.MissingGrace {
-			msg := fmt.Sprintf("the backend %q no longer reports job %s (missing for %s)", t.Backend, ref.ID, missing.Round(time.Second))
-			setTerminal(t, mapping.StatusCompleted, msg, toolResultText(msg+"; its outcome is unknown.", true), nil)
-			return
-		}
-		t.StatusMessage = fmt.Sprintf("job %s is not visible on %s yet (%s)", ref.ID, t.Backend, missing.Round(time.Second))
-		return
-	}
-	t.MissingSince = nil
-	t.ObservedAt = &now
-	msg := sanitize(o.Message, 1024)
-	if p := o.Progress; p != nil && p.Total > 0 && p.Done >= 0 && !o.State.Terminal() {
-		// A percentage is shown only while the job runs: for a cancelled or
-		// failed job, "done" children are not progress.
-		msg = strings.TrimSpace(fmt.Sprintf("%s (%d%%)", msg, int(100*min(p.Done/p.Total, 1))))
-	}
-	switch o.State {
-	case adapters.StateWorking:
-		t.Status = mapping.StatusWorking
-		t.InputRequests = nil
-		if t.CancelRequestedAt != nil && strings.HasPrefix(t.StatusMessage, "cancellation ") {
-			// While a cancel is pending, the task keeps saying where it
-			// stands (refused and why, not sent yet, sent), with the job's
-			// own status after it.
-			cancelNote, _, _ := strings.Cut(t.StatusMessage, "; job: ")
-			t.StatusMessage = cancelNote + "; job: " + msg
-		} else {
-			t.StatusMessage = msg
-		}
-	case adapters.StateInputRequired:
-		answered := decodeKeys(t.AnsweredKeys)
-		asked := decodeInputs(t.InputRequests)
-		open := map[string]storedInput{}
-		for k, r := range o.InputRequests {
-			if !contains(answered, k) {
-				since := now
-				if prev, ok := asked[k]; ok && !prev.Since.IsZero() {
-					since = prev.Since
-				}
-				open[k] = storedInput{Message: sanitize(r.Message, 2048), Schema: r.Schema, Job: true, Since: since}
-			}
-		}
-		if len(open) == 0 {
-			t.Status = mapping.StatusWorking
-			t.InputRequests = nil
-			t.StatusMessage = "answers delivered; waiting for the backend"
-		} else {
-			t.Status = mapping.StatusInputRequired
-			t.InputRequests = encodeInputs(open)
-			t.StatusMessage = msg
-		}
-	case adapters.StateSucceeded:
-		setTerminal(t, mapping.StatusCompleted, msg, b.toolResultOf(tl, o, ref), nil)
-	case adapters.StateToolError:
-		if stoppedByCancel(t, o) {
-			setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
-			return
-		}
-		setTerminal(t, mapping.StatusCompleted, msg, b.toolResultOf(tl, o, ref), nil)
-	case adapters.StateCancelled:
-		setTerminal(t, mapping.StatusCancelled, cancelledMessage(t, ref.ID, msg), nil, nil)
-	case adapters.StateFailed:
-		code, emsg := failure(o)
-		setTerminal(t, mapping.StatusFailed, emsg, nil, &wireError{Code: code, Message: emsg})
-	default:
-		t.StatusMessage = msg
-	}
-}
-
-// stoppedByCancel decides whether a job that ended in failure was stopped by
-// the task's cancel (the task is then cancelled) or failed on its own (the
-// task is completed with the failure, which is then the first terminal state
-// the job reached). A cancel stopped the job only if the backend accepted it,
-// and, where the backend says when the job finished, only if the job
-// finished after the cancel was sent (within finishClockSlack). A cancel the backend answered with
-// "already finished" was cleared when the answer came.
-func stoppedByCancel(t *mapping.Task, o adapters.Observation) bool {
-	if t.CancelRequestedAt == nil || t.CancelSentAt == nil {
-		return false
-	}
-	if o.FinishedAt.IsZero() {
-		return true
-	}
-	sent := *t.CancelSentAt
-	if t.CancelForwardedAt != nil && t.CancelForwardedAt.Before(sent) {
-		sent = *t.CancelForwardedAt
-	}
-	// Backends that report whole seconds (GitHub) may put a finish caused
-	// by the cancel just before the moment it was sent.
-	return !o.FinishedAt.Before(sent.Add(-finishClockSlack))
-}
-
-// finishClockSlack is how much earlier than the cancel a backend's finish
-// time may read and still count as caused by it.
-const finishClockSlack = time.Second
-
-// cancelledMessage is the status message of a cancelled job: the backend's
-// message when it says more than that the job was cancelled.
-func cancelledMessage(t *mapping.Task, jobID, msg string) string {
-	base := fmt.Sprintf("job %s was cancelled", jobID)
-	if t.CancelRequestedAt != nil && t.CancelBy == mapping.CancelByOperator {
-		base += " by an operator"
-	}
-	if saysOnlyCancelled(msg) {
-		return base
-	}
-	return base + ": " + msg
-}
-
-// saysOnlyCancelled reports whether a backend status message carries nothing
-// but status words ("cancelled", "completed: cancelled", "CANCELED").
-func saysOnlyCancelled(msg string) bool {
-	for _, w := range strings.FieldsFunc(strings.ToLower(msg), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z')
-	}) {
-		switch w {
-		case "cancelled", "canceled", "cancel", "completed", "complete", "terminated", "stopped", "job", "the", "was", "by", "user", "status":
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // fields renders the Task fields of a row.
@@ -626,8 +348,8 @@ func (b *Bridge) detailed(id string, t *mapping.Task) *detailedTaskResult {
 	switch t.Status {
 	case mapping.StatusInputRequired:
 		r.InputRequests = map[string]json.RawMessage{}
-		for k, in := range decodeInputs(t.InputRequests) {
-			r.InputRequests[k] = elicitationJSON(in.Message, in.Schema)
+		for k, in := range lifecycle.DecodeInputs(t.InputRequests) {
+			r.InputRequests[k] = elicitationJSON(in.Prompt(), in.Schema)
 		}
 		if len(r.InputRequests) == 0 {
 			// Defensive: never show input_required without a request.
@@ -659,7 +381,7 @@ func (b *Bridge) detailed(id string, t *mapping.Task) *detailedTaskResult {
 // observation is, when it is older than the tool's refresh interval allows,
 // and why no fresher one was made.
 func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
-	tl := b.taskTool(t)
+	tl := b.toolOf(t)
 	if tl == nil {
 		return msg
 	}
@@ -682,9 +404,9 @@ func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
 }
 
 // tasksUpdate answers tasks/update: answers to outstanding input requests are
-// recorded, then delivered (a confirmation submits the job; backend questions
-// go to the adapter's Responder, once per key). Keys that are not
-// outstanding are ignored, as the spec asks.
+// recorded by the lifecycle, then delivered (a confirmation submits the job;
+// backend questions go to the adapter's Responder, once per key). Keys that
+// are not outstanding are ignored, as the spec asks.
 func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (*ackResult, error) {
 	task, err := b.lookup(ctx, p)
 	if err != nil {
@@ -693,74 +415,21 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 	if task.Status.Terminal() || len(p.InputResponses) == 0 {
 		return newAck(), nil
 	}
-	var (
-		confirmed  bool
-		jobAnswers = map[string]adapters.Answer{}
-		args       map[string]any
-	)
+	answers := map[string]adapters.Answer{}
+	for key, raw := range p.InputResponses {
+		if a, ok := decodeAnswer(raw); ok {
+			answers[key] = adapters.Answer{Action: a.Action, Content: a.Content}
+		}
+	}
 	// A confirmation may submit the job: hold the submission before the row
 	// says so (see holdSubmission), and release it if nothing is submitted.
 	b.holdSubmission(task.Key)
-	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		confirmed, jobAnswers = false, map[string]adapters.Answer{}
-		open := decodeInputs(t.InputRequests)
-		answered := decodeKeys(t.AnsweredKeys)
-		var confirm *elicitAnswer
-		for key, raw := range p.InputResponses {
-			in, ok := open[key]
-			if !ok || contains(answered, key) {
-				continue
-			}
-			a, ok := decodeAnswer(raw)
-			if !ok {
-				continue
-			}
-			if in.Job {
-				delete(open, key)
-				answered = append(answered, key)
-				jobAnswers[key] = adapters.Answer{Action: a.Action, Content: a.Content}
-			} else if key == confirmKey {
-				confirm = &a
-			}
-		}
-		if confirm == nil && len(jobAnswers) == 0 {
-			return false
-		}
-		if confirm != nil {
-			switch verdict, why := judgeConfirmation(confirm); verdict {
-			case confirmYes:
-				json.Unmarshal(t.Args, &args)
-				t.InputRequests = nil
-				t.SubmittedAt = &now
-				t.Phase = mapping.PhaseSubmitting
-				t.Status = mapping.StatusWorking
-				t.StatusMessage = fmt.Sprintf("confirmed; submitting the job to %s", t.Backend)
-				confirmed = true
-			case confirmNo:
-				setTerminal(t, mapping.StatusCancelled, why+"; no job was submitted", nil, nil)
-			default:
-				// Not a confirmation: nothing is submitted, and the same
-				// question stays open (its wait keeps counting).
-				t.StatusMessage = "waiting for the user to confirm: " + why
-			}
-			return true
-		}
-		sort.Strings(answered)
-		t.AnsweredKeys = encodeKeys(answered)
-		t.InputRequests = encodeInputs(open)
-		if len(open) == 0 {
-			t.Status = mapping.StatusWorking
-			t.StatusMessage = "answers received; delivering them to the backend"
-		}
-		// Observe afresh on the next tasks/get.
-		t.ObservedAt = nil
-		return true
-	})
-	submitNow := confirmed && err == nil && updated.Phase == mapping.PhaseSubmitting
+	a, err := b.lc.Answer(task, answers)
+	submitNow := a.Confirmed && err == nil && a.Task.Phase == mapping.PhaseSubmitting
 	if !submitNow {
 		b.releaseSubmission(task.Key)
 	}
-	if errors.Is(err, errTerminal) {
+	if errors.Is(err, lifecycle.ErrTerminal) {
 		return newAck(), nil
 	}
 	if err != nil {
@@ -768,74 +437,23 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		return nil, internalError("the answers could not be recorded")
 	}
 	if submitNow {
+		args := a.Args
 		if args == nil {
 			args = map[string]any{}
 		}
-		b.startSubmit(updated, args)
+		b.startSubmit(a.Task, args)
 	}
-	if len(jobAnswers) > 0 {
-		b.deliverAnswers(updated, jobAnswers)
+	if len(a.Job) > 0 {
+		b.deliverAnswers(a.Task, a.Job)
 	}
 	return newAck(), nil
-}
-
-// confirmVerdict is what an answer to a confirmation prompt says.
-type confirmVerdict int
-
-const (
-	confirmUnclear confirmVerdict = iota // ask again
-	confirmYes                           // submit the job
-	confirmNo                            // end the task, submitting nothing
-)
-
-// judgeConfirmation reads an answer to a confirmation prompt. Only an
-// accepted form whose confirm field is the boolean true confirms; a decline
-// or a cancel ends the task; anything else (confirm missing, false, or not a
-// boolean) confirms nothing and the question stays open. why says, in words
-// for the user, what the answer was taken to mean.
-func judgeConfirmation(a *elicitAnswer) (confirmVerdict, string) {
-	switch a.Action {
-	case "decline":
-		return confirmNo, "the user declined the confirmation"
-	case "cancel":
-		return confirmNo, "the user dismissed the confirmation"
-	}
-	switch v, ok := a.Content["confirm"]; {
-	case !ok:
-		return confirmUnclear, "the answer did not say confirm: true (the box was not ticked); confirm to submit the job, or decline"
-	case v == true:
-		return confirmYes, ""
-	case v == false:
-		return confirmUnclear, "the answer said confirm: false; confirm to submit the job, or decline to cancel it"
-	default:
-		return confirmUnclear, fmt.Sprintf("confirm must be true or false, not %s; confirm to submit the job, or decline", jsonKind(v))
-	}
-}
-
-// jsonKind names the JSON type of a decoded value, for messages.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case float64, json.Number:
-		return "a number"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case bool:
-		return "a boolean"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // deliverAnswers sends answers to the backend. The keys were already marked
 // answered by a conditional write, so they are delivered once; if delivery
 // fails they are asked again.
 func (b *Bridge) deliverAnswers(task *mapping.Task, answers map[string]adapters.Answer) {
-	tl := b.taskTool(task)
+	tl := b.toolOf(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
@@ -852,22 +470,12 @@ func (b *Bridge) deliverAnswers(task *mapping.Task, answers map[string]adapters.
 		return
 	}
 	b.log.Debug("delivering answers", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-	b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		var keep []string
-		for _, k := range decodeKeys(t.AnsweredKeys) {
-			if _, failed := answers[k]; !failed {
-				keep = append(keep, k)
-			}
-		}
-		t.AnsweredKeys = encodeKeys(keep)
-		t.ObservedAt = nil
-		t.StatusMessage = "the answers could not be delivered to the backend; they will be asked again"
-		return true
-	})
+	b.lc.AnswersUndelivered(task, answers)
 }
 
-// tasksCancel answers tasks/cancel: the intent is recorded durably and the
-// cancel forwarded downstream once. The ack is the same for terminal tasks.
+// tasksCancel answers tasks/cancel: the intent is recorded durably by the
+// lifecycle and the cancel forwarded downstream once. The ack is the same
+// for terminal tasks.
 func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskParams) (*ackResult, error) {
 	task, err := b.lookup(ctx, p)
 	if err != nil {
@@ -876,24 +484,8 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 	if task.Status.Terminal() {
 		return newAck(), nil
 	}
-	var forward bool
-	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		forward = false // fn runs again after a conflict
-		if t.Phase == mapping.PhaseConfirming {
-			setTerminal(t, mapping.StatusCancelled, "cancelled before the job was submitted", nil, nil)
-			return true
-		}
-		if t.CancelRequestedAt != nil {
-			// Asked before: forward only if no one has (or a claim is stale).
-			forward = b.claimCancel(t, now)
-			return forward
-		}
-		t.CancelRequestedAt = &now
-		t.StatusMessage = "cancellation requested"
-		forward = b.claimCancel(t, now)
-		return true
-	})
-	if err != nil && !errors.Is(err, errTerminal) {
+	updated, forward, err := b.lc.RequestCancel(task, "")
+	if err != nil && !errors.Is(err, lifecycle.ErrTerminal) {
 		b.log.Error("recording cancel", "task", shortKey(task.Key), "error", err)
 		return nil, internalError("the cancel could not be recorded")
 	}
@@ -903,27 +495,21 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 	return newAck(), nil
 }
 
-// forwardCancel sends a claimed cancel downstream. If the backend cannot be
-// reached, or refuses, the claim is released so that the sweep tries again;
-// if the job had already finished, the cancel is dropped and the job's own
-// outcome stands.
+// forwardCancel sends a claimed cancel downstream, through the backend's
+// gate, and has the lifecycle record the answer: an accepted cancel is
+// confirmed; a job that had already finished keeps its own outcome; a
+// refusal, an error or no answer is told and the cancel sent again after a
+// growing backoff (lifecycle.CancelAnswered).
 func (b *Bridge) forwardCancel(task *mapping.Task) {
-	tl := b.taskTool(task)
+	tl := b.toolOf(task)
 	var ref adapters.JobRef
 	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
 		return
 	}
-	release := func(msg string) {
-		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-			t.CancelForwardedAt = nil
-			t.StatusMessage = cancelNote(t, msg)
-			return true
-		})
-	}
 	g := b.gateOf(tl.Backend)
 	if ok, until, reason := g.allow(); !ok {
 		b.metrics.cancelDeferred(tl.Backend)
-		release(fmt.Sprintf("cancellation requested; not sent yet: %s, trying again in %s", reason, ceilSeconds(until.Sub(b.opts.Now()))))
+		b.lc.CancelDeferred(task, until, reason)
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
@@ -931,63 +517,21 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 	cancel()
 	b.metrics.cancelForwarded(tl.Backend, err)
 	switch {
-	case errors.Is(err, adapters.ErrAlreadyFinished):
+	case err == nil, errors.Is(err, adapters.ErrAlreadyFinished), errors.Is(err, adapters.ErrCancelRefused):
 		g.done(nil)
-		b.log.Info("cancel came after the job finished", "task", shortKey(task.Key), "job", ref.ID)
-		// The job reached its own outcome first: observe it afresh and keep
-		// it, not "cancelled".
-		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-			t.CancelRequestedAt, t.CancelForwardedAt, t.CancelSentAt = nil, nil, nil
-			t.ObservedAt = nil
-			t.StatusMessage = fmt.Sprintf("the job had already finished when the cancel reached %s", t.Backend)
-			return true
-		})
-	case errors.Is(err, adapters.ErrCancelRefused):
-		g.done(nil)
-		b.log.Debug("cancel refused by the backend", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		release(fmt.Sprintf("cancellation requested; %s refused it (%s); it will be tried again", task.Backend, sanitize(err.Error(), 512)))
-	case err != nil:
-		g.done(err)
-		b.log.Debug("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		if _, throttled := adapters.RetryAfter(err); throttled {
-			release(fmt.Sprintf("cancellation requested; %s is throttling requests, it will be sent again", task.Backend))
-		} else {
-			release("cancellation requested; the backend could not be reached yet, it will be tried again")
-		}
 	default:
-		g.done(nil)
-		b.log.Info("cancel forwarded", "task", shortKey(task.Key), "job", ref.ID)
-		// Confirm the forward, and observe afresh on the next tasks/get.
-		b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-			t.CancelSentAt = &now
-			t.ObservedAt = nil
-			t.StatusMessage = cancelNote(t, fmt.Sprintf("cancellation sent to %s", t.Backend))
-			return true
-		})
+		g.done(err)
 	}
-}
-
-// cancelNote is the status message of a pending cancel, which names an
-// operator who asked for it (jobbridge tasks cancel): "cancellation (by an
-// operator) sent to ...". Every such note begins with "cancellation ", which
-// observations keep in front of the job's own status.
-func cancelNote(t *mapping.Task, msg string) string {
-	if t.CancelBy != mapping.CancelByOperator {
-		return msg
+	attempts := b.lc.CancelAnswered(task, err)
+	b.metrics.cancelAttempt(tl.Backend, attempts)
+	switch {
+	case err == nil:
+		b.log.Info("cancel forwarded", "task", shortKey(task.Key), "job", ref.ID, "attempt", attempts)
+	case errors.Is(err, adapters.ErrAlreadyFinished):
+		b.log.Info("cancel came after the job finished", "task", shortKey(task.Key), "job", ref.ID)
+	default:
+		b.log.Debug("forwarding cancel", "task", shortKey(task.Key), "job", ref.ID, "attempt", attempts, "error", err)
 	}
-	rest, ok := strings.CutPrefix(msg, "cancellation ")
-	if !ok {
-		return msg
-	}
-	return "cancellation (by an operator) " + rest
-}
-
-// ceilSeconds rounds a positive wait up to whole seconds, for messages.
-func ceilSeconds(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // inputExpired reports whether a task has waited for an answer longer than
@@ -996,7 +540,7 @@ func (b *Bridge) inputExpired(t *mapping.Task, now time.Time) bool {
 	if t.Status != mapping.StatusInputRequired {
 		return false
 	}
-	for _, in := range decodeInputs(t.InputRequests) {
+	for _, in := range lifecycle.DecodeInputs(t.InputRequests) {
 		if !in.Since.IsZero() && now.Sub(in.Since) > b.limits.MaxInputWait {
 			return true
 		}
@@ -1008,22 +552,7 @@ func (b *Bridge) inputExpired(t *mapping.Task, now time.Time) bool {
 // before anything was submitted; a waiting job is cancelled downstream.
 func (b *Bridge) expireInput(task *mapping.Task) {
 	b.metrics.reject("input_wait")
-	msg := fmt.Sprintf("no answer within %s (max_input_wait)", b.limits.MaxInputWait)
-	if task.Phase == mapping.PhaseConfirming {
-		b.finish(task, mapping.StatusCancelled, msg+"; no job was submitted", nil, nil)
-		return
-	}
-	var forward bool
-	updated, err := b.mutate(task, func(t *mapping.Task, now time.Time) bool {
-		forward = false
-		if t.CancelRequestedAt == nil {
-			t.CancelRequestedAt = &now
-		}
-		t.StatusMessage = msg + "; cancelling the job"
-		forward = b.claimCancel(t, now)
-		return true
-	})
-	if err == nil && forward {
+	if updated, forward := b.lc.ExpireInput(task, b.limits.MaxInputWait); forward {
 		b.forwardCancel(updated)
 	}
 }

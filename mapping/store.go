@@ -219,6 +219,31 @@ type Change struct {
 	Resync bool
 }
 
+// Problem is a problem of a backend call, as the lifecycle records it on a
+// task: typed, so that what happens next is decided from it and the status
+// message is written from it. The zero Problem means none.
+type Problem struct {
+	// Class is the kind of problem (an adapters.ProblemClass value:
+	// throttled, unreachable, refused, unreadable, not_found,
+	// unmapped_state, error).
+	Class string
+	// Call names the call ("GET /jobs/104", "DescribeJobs"); never a host,
+	// query or secret.
+	Call string
+	// Status is the HTTP status of the answer; zero when none came.
+	Status int
+	// Message is the backend's own words (an outcome rule's message or a
+	// redacted excerpt of its answer).
+	Message string
+	// Since is when the problem was first seen (of this class), Count how
+	// many calls in a row met it.
+	Since *time.Time
+	Count int
+}
+
+// IsZero reports whether p records no problem.
+func (p Problem) IsZero() bool { return p.Class == "" }
+
 // CancelByOperator is Task.CancelBy for a cancel an operator recorded with
 // jobbridge tasks cancel.
 const CancelByOperator = "operator"
@@ -354,6 +379,34 @@ type Task struct {
 	// result or error), written together with a terminal Status.
 	Outcome json.RawMessage
 
+	// The lifecycle's typed state (written by package lifecycle only; the
+	// status message is rendered from it, never read back).
+
+	// CancelAttempts counts the cancels sent to the backend (or refused,
+	// or not answered) for this task; CancelNextAt is when the next one
+	// may be sent (nil: at once).
+	CancelAttempts int
+	CancelNextAt   *time.Time
+	// CancelProblem is the last problem of forwarding the cancel (a
+	// refusal, an error, an unreachable backend); zero when none.
+	CancelProblem Problem
+	// Problem is the last problem of the observation path (a status call or
+	// a lookup refused, unreadable, missing, an unmapped state); zero once
+	// an observation succeeds.
+	Problem Problem
+	// BackendState is the last state value the backend reported for the
+	// job (its own word, e.g. "RUNNING"), StateSince when that value was
+	// first seen and StateSeenAt when it was last seen.
+	BackendState string
+	StateSince   *time.Time
+	StateSeenAt  *time.Time
+	// FirstObservedAt is when the job was first observed (reported by the
+	// backend at all); nil while it never was.
+	FirstObservedAt *time.Time
+	// JobMessage is the backend's own words about the job at its last
+	// observation (the status message's job part).
+	JobMessage string
+
 	// Version increments on every Update; it makes updates conditional.
 	Version int64
 }
@@ -375,6 +428,12 @@ func (t *Task) Clone() *Task {
 	c.ObservedAt = cloneTime(t.ObservedAt)
 	c.MissingSince = cloneTime(t.MissingSince)
 	c.EventAt = cloneTime(t.EventAt)
+	c.CancelNextAt = cloneTime(t.CancelNextAt)
+	c.StateSince = cloneTime(t.StateSince)
+	c.StateSeenAt = cloneTime(t.StateSeenAt)
+	c.FirstObservedAt = cloneTime(t.FirstObservedAt)
+	c.Problem.Since = cloneTime(t.Problem.Since)
+	c.CancelProblem.Since = cloneTime(t.CancelProblem.Since)
 	return &c
 }
 

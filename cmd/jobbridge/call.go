@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/internal/spelling"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/taskclient"
 )
 
@@ -545,7 +546,11 @@ func (c *caller) answer(ctx context.Context, reqs map[string]taskclient.InputReq
 			fmt.Fprintf(c.stderr, "cannot answer input request %q: %v\n", key, err)
 			continue
 		}
-		res, err := c.elicit(ctx, params)
+		elicit := c.elicit
+		if key == lifecycle.ConfirmKey {
+			elicit = c.confirm
+		}
+		res, err := elicit(ctx, params)
 		if err != nil {
 			return nil, err
 		}
@@ -559,6 +564,25 @@ func (c *caller) answer(ctx context.Context, reqs map[string]taskclient.InputReq
 type errDismissed struct{ action string }
 
 func (e errDismissed) Error() string { return "request " + e.action + "d" }
+
+// confirm asks the bridge's confirmation of a tool: y submits the job, n
+// declines it (the task ends cancelled and no job is started).
+func (c *caller) confirm(ctx context.Context, p *taskclient.ElicitParams) (taskclient.ElicitResult, error) {
+	fmt.Fprintf(c.stderr, "\n%s\n", sanitize(p.Message))
+	for {
+		answer, err := c.ask(ctx, "  y submits the job, n declines it (no job is started): ")
+		if err != nil {
+			return resultFor(err, nil)
+		}
+		switch strings.ToLower(answer) {
+		case "y", "yes":
+			return taskclient.ElicitResult{Action: taskclient.ActionAccept, Content: map[string]any{"confirm": true}}, nil
+		case "n", "no":
+			return taskclient.ElicitResult{Action: taskclient.ActionDecline}, nil
+		}
+		fmt.Fprintln(c.stderr, "  answer y or n")
+	}
+}
 
 // elicit runs one elicitation at the terminal.
 func (c *caller) elicit(ctx context.Context, p *taskclient.ElicitParams) (taskclient.ElicitResult, error) {

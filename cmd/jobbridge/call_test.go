@@ -886,3 +886,19 @@ func TestFollowCommandsDocumentPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestCallDeclinesAtTheConfirmationPrompt: n at the bridge's confirmation
+// prompt declines (the prompt says so): the task ends cancelled, no job is
+// started, and the call does not wait for another answer.
+func TestCallDeclinesAtTheConfirmationPrompt(t *testing.T) {
+	s := newTestServer(t)
+	stdout, stderr, err := runCommand(t, t.Context(), "n\n", "call", "--url", s.url, "confirm_delete", `{"filename": "a.txt"}`)
+	if err == nil {
+		t.Fatalf("call: no error for a declined confirmation; stdout %q\n%s", stdout, stderr)
+	}
+	for _, want := range []string{"Delete a.txt?", "n declines it", "[cancelled]", "declined the confirmation; no job was submitted"} {
+		if !strings.Contains(stderr+err.Error(), want) {
+			t.Errorf("output lacks %q:\nerror %v\n%s", want, err, stderr)
+		}
+	}
+}

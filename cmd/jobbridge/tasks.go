@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 	"github.com/jobbridge/jobbridge/mapping/sqlite"
 )
@@ -213,19 +214,13 @@ func orDash(s string) string {
 	return s
 }
 
-// operatorCancelMessage is the status message of a task an operator
-// cancelled, until the server reports the cancel's progress. Like every
-// pending-cancel note it begins with "cancellation ", which the server
-// keeps in front of the job's own status; the task's CancelBy makes the
-// server's later notes and the final message name the operator.
-const operatorCancelMessage = "cancellation requested by an operator (jobbridge tasks cancel); the server forwards it to the backend"
-
 // operatorCancel records a cancel of the live task with the given
 // correlation ID (of principal, if not empty) as the server's tasks/cancel
-// would, for the server to forward: a pending cancel (requested by
-// mapping.CancelByOperator, not forwarded) with the row marked for
-// observation, which the next sweep picks up and forwards. A task still
-// waiting for confirmation, with no job, ends cancelled at once.
+// would, through the same lifecycle path, for the server to forward: a
+// pending cancel (requested by mapping.CancelByOperator, not forwarded)
+// with the row marked for observation, which the next sweep picks up and
+// forwards. A task still waiting for confirmation, with no job, ends
+// cancelled at once.
 func operatorCancel(ctx context.Context, store mapping.Store, correlation, principal string, now func() time.Time, w io.Writer) error {
 	// Correlation IDs are unique; a few rows are enough to tell if not.
 	found, _, err := store.List(ctx, mapping.Filter{CorrelationID: correlation, Principal: principal}, now(), nil, 10)
@@ -257,50 +252,28 @@ func operatorCancel(ctx context.Context, store mapping.Store, correlation, princ
 	default:
 		task = found[0]
 	}
-	for range 20 {
-		if task.Status.Terminal() {
-			fmt.Fprintf(w, "task %s (correlation %s) has already ended: %s\n", keyPrefix(task.Key), correlation, task.Status)
-			return nil
-		}
-		at := now().UTC()
-		t := task.Clone()
-		if t.CancelRequestedAt == nil {
-			// The first to ask is recorded; a cancel the client asked
-			// for already stays the client's.
-			t.CancelRequestedAt = &at
-			t.CancelBy = mapping.CancelByOperator
-		}
-		if t.Phase == mapping.PhaseConfirming {
-			// Nothing was submitted: end it as the server ends a cancelled
-			// confirmation (an outcome with neither result nor error).
-			t.Status, t.Phase = mapping.StatusCancelled, mapping.PhaseDone
-			t.StatusMessage = "cancelled by an operator (jobbridge tasks cancel) before the job was submitted"
-			t.InputRequests, t.Args = nil, nil
-			t.Outcome = json.RawMessage(`{}`)
-		} else {
-			t.StatusMessage = operatorCancelMessage
-			// Observed afresh on the next sweep, which forwards the cancel.
-			t.ObservedAt = nil
-		}
-		t.UpdatedAt = at
-		err := store.Update(ctx, t)
-		if errors.Is(err, mapping.ErrConflict) {
-			if task, err = store.Get(ctx, task.Key, task.Principal, at); err != nil {
-				return fmt.Errorf("re-reading the task: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("recording the cancel: %w", err)
-		}
-		if t.Status.Terminal() {
-			fmt.Fprintf(w, "task %s (correlation %s, principal %s) cancelled: no job had been submitted\n", keyPrefix(t.Key), correlation, orDash(t.Principal))
-			return nil
-		}
-		job := jobID(t)
-		fmt.Fprintf(w, "cancel recorded for task %s (correlation %s, job %s, principal %s); the server forwards it to %s on its next sweep\n",
-			keyPrefix(t.Key), correlation, orDash(job), orDash(t.Principal), strings.TrimSpace(t.Backend))
+	if task.Status.Terminal() {
+		fmt.Fprintf(w, "task %s (correlation %s) has already ended: %s\n", keyPrefix(task.Key), correlation, task.Status)
 		return nil
 	}
-	return fmt.Errorf("recording the cancel: %w", mapping.ErrConflict)
+	// The same cancel path as the server's tasks/cancel; this tool records
+	// the intent and the server's sweep forwards it.
+	lc, err := lifecycle.New(lifecycle.Options{Store: store, Now: now, Context: ctx})
+	if err != nil {
+		return err
+	}
+	t, _, err := lc.RequestCancel(task, mapping.CancelByOperator)
+	switch {
+	case errors.Is(err, lifecycle.ErrTerminal):
+		fmt.Fprintf(w, "task %s (correlation %s) has already ended: %s\n", keyPrefix(task.Key), correlation, t.Status)
+		return nil
+	case err != nil:
+		return fmt.Errorf("recording the cancel: %w", err)
+	case t.Status.Terminal():
+		fmt.Fprintf(w, "task %s (correlation %s, principal %s) cancelled: no job had been submitted\n", keyPrefix(t.Key), correlation, orDash(t.Principal))
+		return nil
+	}
+	fmt.Fprintf(w, "cancel recorded for task %s (correlation %s, job %s, principal %s); the server forwards it to %s on its next sweep\n",
+		keyPrefix(t.Key), correlation, orDash(jobID(t)), orDash(t.Principal), strings.TrimSpace(t.Backend))
+	return nil
 }

@@ -171,7 +171,7 @@ func TestTasksCancelRecordsAnOperatorCancel(t *testing.T) {
 		wantMessage string
 		wantOut     string
 	}{
-		{"jb-a", "a", "alice", mapping.StatusWorking, operatorCancelMessage, "the server forwards it to jobs on its next sweep"},
+		{"jb-a", "a", "alice", mapping.StatusWorking, "cancellation requested by an operator (jobbridge tasks cancel); the server forwards it to the backend; job: ", "the server forwards it to jobs on its next sweep"},
 		{"jb-b", "b", "bob", mapping.StatusCancelled, "cancelled by an operator (jobbridge tasks cancel) before the job was submitted", "no job had been submitted"},
 	}
 	for _, tt := range tests {
@@ -186,7 +186,8 @@ func TestTasksCancelRecordsAnOperatorCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != tt.wantStatus || got.StatusMessage != tt.wantMessage || got.CancelRequestedAt == nil && !got.Status.Terminal() {
+		if got.Status != tt.wantStatus || !strings.HasPrefix(got.StatusMessage, tt.wantMessage) || got.CancelRequestedAt == nil && !got.Status.Terminal() ||
+			!got.Status.Terminal() && got.CancelBy != mapping.CancelByOperator {
 			t.Errorf("%s: row %s %q (cancel requested %v)", tt.correlation, got.Status, got.StatusMessage, got.CancelRequestedAt)
 		}
 		if got.CancelForwardedAt != nil || (!got.Status.Terminal() && got.ObservedAt != nil) {

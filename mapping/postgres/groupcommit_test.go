@@ -26,18 +26,19 @@ func BenchmarkCreateParallel(b *testing.B) {
 // check of createQuery.
 const floorInsert = `INSERT INTO tasks (` + columns + `) VALUES (
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
+	$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33,
+	$34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52)`
 
 // floorInsertArgs returns floorInsert's arguments for t.
 func floorInsertArgs(t *mapping.Task) []any {
-	return []any{
+	return append([]any{
 		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		ts(t.CreatedAt), ts(t.UpdatedAt), t.TTL.Milliseconds(), ts(t.ExpiresAt), t.PollInterval.Milliseconds(),
 		tsPtr(t.CancelRequestedAt), tsPtr(t.CancelForwardedAt), tsPtr(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), tsPtr(t.ObservedAt), tsPtr(t.MissingSince), blob(t.Outcome), t.Version,
 		tsPtr(t.SubmittedAt), blob(t.SealedID), t.JobID, tsPtr(t.EventAt), t.CancelBy,
-	}
+	}, lifecycleArgs(t)...)
 }
 
 // BenchmarkFloor measures raw PostgreSQL on the same server, schema and

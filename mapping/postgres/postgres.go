@@ -516,7 +516,11 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, cancel_sent_at, input_requests, answered_keys,
 	observation, observed_at, missing_since, outcome, version, submitted_at, sealed_id,
-	job_id, event_at, cancel_by`
+	job_id, event_at, cancel_by,
+	cancel_attempts, cancel_next_at,
+	cancel_problem_class, cancel_problem_call, cancel_problem_status, cancel_problem_message, cancel_problem_since, cancel_problem_count,
+	problem_class, problem_call, problem_status, problem_message, problem_since, problem_count,
+	backend_state, state_since, state_seen_at, first_observed_at, job_message`
 
 // liveCondition selects the tasks in the tasks_live index, the live ones.
 const liveCondition = `status IN ('working', 'input_required')`
@@ -564,7 +568,8 @@ const createQuery = `WITH slot AS (
 	), inserted AS (
 		INSERT INTO tasks (` + columns + `)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-			$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31, $34, $35, $36
+			$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $30, $31, $34, $35, $36,
+			$37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55
 		FROM admitted
 		RETURNING 1
 	)
@@ -585,7 +590,12 @@ const updateQuery = `UPDATE tasks SET
 	cancel_requested_at = $16, cancel_forwarded_at = $17, cancel_sent_at = $18,
 	input_requests = $19, answered_keys = $20,
 	observation = $21, observed_at = $22, missing_since = $23, outcome = $24, submitted_at = $27,
-	sealed_id = $28, job_id = $29, event_at = $30, cancel_by = $31, version = version + 1
+	sealed_id = $28, job_id = $29, event_at = $30, cancel_by = $31,
+	cancel_attempts = $32, cancel_next_at = $33,
+	cancel_problem_class = $34, cancel_problem_call = $35, cancel_problem_status = $36, cancel_problem_message = $37, cancel_problem_since = $38, cancel_problem_count = $39,
+	problem_class = $40, problem_call = $41, problem_status = $42, problem_message = $43, problem_since = $44, problem_count = $45,
+	backend_state = $46, state_since = $47, state_seen_at = $48, first_observed_at = $49, job_message = $50,
+	version = version + 1
 	WHERE key = $25 AND version = $26 AND ` + notTerminal
 
 // getQuery reads a task by primary key.
@@ -694,6 +704,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.Crea
 		max(limits.PerMinute, 0), mapping.RateWindowOf(t.CreatedAt),
 		t.JobID, tsPtr(t.EventAt), t.CancelBy,
 	}
+	args = append(args, lifecycleArgs(t)...)
 	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
 		var live, inserted bool
 		if err := tx.QueryRow(ctx, []any{&live, &inserted}, createQuery, args...); err != nil {
@@ -748,6 +759,7 @@ func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
 		t.Key[:], t.Version, tsPtr(t.SubmittedAt), blob(t.SealedID),
 		t.JobID, tsPtr(t.EventAt), t.CancelBy,
 	}
+	args = append(args, lifecycleArgs(t)...)
 	err := s.write(ctx, func(ctx context.Context, tx *writeTx) error {
 		tag, err := tx.Exec(ctx, updateQuery, args...)
 		if err != nil {
@@ -1100,6 +1112,8 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		observedAt, missingSince, eventAt                               *time.Time
 		args, jobRef, inputRequests, answeredKeys, observation, outcome []byte
 		sealedID                                                        []byte
+		cancelNextAt, cancelProblemSince, problemSince                  *time.Time
+		stateSince, stateSeenAt, firstObservedAt                        *time.Time
 	)
 	err := row.Scan(
 		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
@@ -1108,10 +1122,20 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 		&cancelRequestedAt, &cancelForwardedAt, &cancelSentAt, &inputRequests, &answeredKeys,
 		&observation, &observedAt, &missingSince, &outcome, &t.Version, &submittedAt, &sealedID,
 		&t.JobID, &eventAt, &t.CancelBy,
+		&t.CancelAttempts, &cancelNextAt,
+		&t.CancelProblem.Class, &t.CancelProblem.Call, &t.CancelProblem.Status, &t.CancelProblem.Message, &cancelProblemSince, &t.CancelProblem.Count,
+		&t.Problem.Class, &t.Problem.Call, &t.Problem.Status, &t.Problem.Message, &problemSince, &t.Problem.Count,
+		&t.BackendState, &stateSince, &stateSeenAt, &firstObservedAt, &t.JobMessage,
 	)
 	if err != nil {
 		return nil, err
 	}
+	t.CancelNextAt = utcPtr(cancelNextAt)
+	t.CancelProblem.Since = utcPtr(cancelProblemSince)
+	t.Problem.Since = utcPtr(problemSince)
+	t.StateSince = utcPtr(stateSince)
+	t.StateSeenAt = utcPtr(stateSeenAt)
+	t.FirstObservedAt = utcPtr(firstObservedAt)
 	if len(key) != len(t.Key) {
 		return nil, fmt.Errorf("stored key has %d bytes, want %d", len(key), len(t.Key))
 	}
@@ -1140,6 +1164,17 @@ func scanTask(row pgx.Row) (*mapping.Task, error) {
 	t.Outcome = outcome
 	t.SealedID = sealedID
 	return &t, nil
+}
+
+// lifecycleArgs returns the values of the lifecycle state columns of t, in
+// the order of columns (Create's $37..$55, Update's $32..$50).
+func lifecycleArgs(t *mapping.Task) []any {
+	return []any{
+		t.CancelAttempts, tsPtr(t.CancelNextAt),
+		t.CancelProblem.Class, t.CancelProblem.Call, t.CancelProblem.Status, t.CancelProblem.Message, tsPtr(t.CancelProblem.Since), t.CancelProblem.Count,
+		t.Problem.Class, t.Problem.Call, t.Problem.Status, t.Problem.Message, tsPtr(t.Problem.Since), t.Problem.Count,
+		t.BackendState, tsPtr(t.StateSince), tsPtr(t.StateSeenAt), tsPtr(t.FirstObservedAt), t.JobMessage,
+	}
 }
 
 // blob returns b as a column value: NULL for nil, a (possibly empty) BYTEA

@@ -696,7 +696,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 			$1::timestamptz - i * interval '1 second', $1, 86400000, $1::timestamptz + interval '1 day' - i * interval '1 second', 5000,
 			NULL, NULL, NULL, NULL, NULL,
 			NULL, $1::timestamptz - (i % 97) * interval '1 second', NULL, NULL, 0, NULL, NULL,
-			'job-' || i, NULL, ''
+			'job-' || i, NULL, '',
+			0, NULL, '', '', 0, '', NULL, 0, '', '', 0, '', NULL, 0, '', NULL, NULL, NULL, ''
 		FROM generate_series(1, `+fmt.Sprint(rows)+`) AS i`, now); err != nil {
 		t.Fatal(err)
 	}
@@ -866,7 +867,8 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 						'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
 						$1, $1, 3600000, $1::timestamptz + interval '1 hour', 5000,
 						NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL,
-						'', NULL, ''
+						'', NULL, '',
+						0, NULL, '', '', 0, '', NULL, 0, '', '', 0, '', NULL, 0, '', NULL, NULL, NULL, ''
 					FROM generate_series(1, $2::int) AS i`, now, live); err != nil {
 					b.Fatal(err)
 				}
@@ -967,5 +969,85 @@ func TestUpgradeFindsJobIDs(t *testing.T) {
 	found, err := s.FindByJob(t.Context(), "rest", "job-1", now)
 	if err != nil || len(found) != 1 || found[0].Key != mapping.KeyOf("old-0") {
 		t.Errorf("FindByJob of an upgraded task = %v, %v; want old-0", found, err)
+	}
+}
+
+// TestUpgradeCarriesLifecycleState opens a database written before the
+// store kept the lifecycle's typed state: a job observed (and not missing)
+// is known to have been observed, a cancel the backend accepted counts as
+// one attempt, and a live job's own words are kept apart from a pending
+// cancel's note.
+func TestUpgradeCarriesLifecycleState(t *testing.T) {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []schemaStep
+	for _, m := range ms {
+		if m.Name == "0009_lifecycle_state.sql" {
+			break
+		}
+		before = append(before, m)
+	}
+	if len(before) == len(ms) {
+		t.Fatal("no 0009_lifecycle_state.sql migration")
+	}
+	dsn := newDatabase(t)
+	old, err := pgxpool.New(t.Context(), dsn) // a build of that time
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := migrate(t.Context(), old, before); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	cases := []struct {
+		name         string
+		change       func(*mapping.Task)
+		wantObserved bool
+		wantAttempts int
+		wantJobMsg   string
+	}{
+		{"observed running", func(t *mapping.Task) { t.ObservedAt, t.StatusMessage = &now, "job 7 RUNNING" }, true, 0, "job 7 RUNNING"},
+		{"cancel sent", func(t *mapping.Task) {
+			t.ObservedAt, t.CancelRequestedAt, t.CancelForwardedAt, t.CancelSentAt = &now, &now, &now, &now
+			t.StatusMessage = "cancellation sent to rest; job: job 7 RUNNING"
+		}, true, 1, "job 7 RUNNING"},
+		{"cancel requested", func(t *mapping.Task) { t.CancelRequestedAt, t.StatusMessage = &now, "cancellation requested" }, false, 0, ""},
+		{"missing", func(t *mapping.Task) { t.ObservedAt, t.MissingSince, t.StatusMessage = &now, &now, "not visible yet" }, false, 0, "not visible yet"},
+	}
+	var names []string
+	for _, c := range strings.Split(columns, ",") {
+		if c = strings.TrimSpace(c); c == "cancel_attempts" {
+			break
+		}
+		names = append(names, c)
+	}
+	n := len(names)
+	params := make([]string, n)
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	insert := `INSERT INTO tasks (` + strings.Join(names, ", ") + `) VALUES (` + strings.Join(params, ", ") + `)`
+	for i, c := range cases {
+		tk := task(fmt.Sprintf("old-%d", i), now)
+		c.change(tk)
+		if _, err := old.Exec(t.Context(), insert, floorInsertArgs(tk)[:n]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+
+	s := openAt(t, dsn)
+	for i, c := range cases {
+		got, err := s.Get(t.Context(), mapping.KeyOf(fmt.Sprintf("old-%d", i)), "alice", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.FirstObservedAt != nil) != c.wantObserved || got.CancelAttempts != c.wantAttempts || got.JobMessage != c.wantJobMsg || !got.Problem.IsZero() {
+			t.Errorf("%s: after the upgrade observed %v, cancel attempts %d, job message %q, problem %+v; want %v, %d, %q, none",
+				c.name, got.FirstObservedAt, got.CancelAttempts, got.JobMessage, got.Problem, c.wantObserved, c.wantAttempts, c.wantJobMsg)
+		}
 	}
 }

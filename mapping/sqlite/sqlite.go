@@ -412,14 +412,19 @@ const columns = `key, principal, tool, args_digest, args, server_build, catalog_
 	created_at, updated_at, ttl_ms, expires_at, poll_interval_ms,
 	cancel_requested_at, cancel_forwarded_at, input_requests, answered_keys,
 	observation, observed_at, missing_since, outcome, version, cancel_sent_at, submitted_at, sealed_id,
-	job_id, event_at, cancel_by`
+	job_id, event_at, cancel_by,
+	cancel_attempts, cancel_next_at,
+	cancel_problem_class, cancel_problem_call, cancel_problem_status, cancel_problem_message, cancel_problem_since, cancel_problem_count,
+	problem_class, problem_call, problem_status, problem_message, problem_since, problem_count,
+	backend_state, state_since, state_seen_at, first_observed_at, job_message`
 
 // terminalStatuses is the SQL list of terminal statuses.
 const terminalStatuses = `('completed', 'failed', 'cancelled')`
 
 // createQuery inserts a task, binding columns in order.
 const createQuery = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // updateQuery writes the mutable columns of a task if its version matches
 // and it is not terminal.
@@ -429,7 +434,12 @@ const updateQuery = `UPDATE tasks SET
 	updated_at = ?, ttl_ms = ?, expires_at = ?, poll_interval_ms = ?,
 	cancel_requested_at = ?, cancel_forwarded_at = ?, cancel_sent_at = ?, input_requests = ?, answered_keys = ?,
 	observation = ?, observed_at = ?, missing_since = ?, outcome = ?, submitted_at = ?,
-	sealed_id = ?, job_id = ?, event_at = ?, cancel_by = ?, version = version + 1
+	sealed_id = ?, job_id = ?, event_at = ?, cancel_by = ?,
+	cancel_attempts = ?, cancel_next_at = ?,
+	cancel_problem_class = ?, cancel_problem_call = ?, cancel_problem_status = ?, cancel_problem_message = ?, cancel_problem_since = ?, cancel_problem_count = ?,
+	problem_class = ?, problem_call = ?, problem_status = ?, problem_message = ?, problem_since = ?, problem_count = ?,
+	backend_state = ?, state_since = ?, state_seen_at = ?, first_observed_at = ?, job_message = ?,
+	version = version + 1
 	WHERE key = ? AND version = ? AND status NOT IN ` + terminalStatuses
 
 // getQuery reads a task by primary key.
@@ -560,7 +570,7 @@ func (s *Store) Create(ctx context.Context, t *mapping.Task, limits mapping.Crea
 
 // createArgs returns the arguments of createQuery for t.
 func createArgs(t *mapping.Task) []any {
-	return []any{
+	return append([]any{
 		t.Key[:], t.Principal, t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.CreatedAt.UnixMilli(), t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
@@ -568,6 +578,17 @@ func createArgs(t *mapping.Task) []any {
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), t.Version,
 		millis(t.CancelSentAt), millis(t.SubmittedAt), blob(t.SealedID),
 		t.JobID, millis(t.EventAt), t.CancelBy,
+	}, lifecycleArgs(t)...)
+}
+
+// lifecycleArgs returns the values of the lifecycle state columns of t, in
+// the order of columns.
+func lifecycleArgs(t *mapping.Task) []any {
+	return []any{
+		t.CancelAttempts, millis(t.CancelNextAt),
+		t.CancelProblem.Class, t.CancelProblem.Call, t.CancelProblem.Status, t.CancelProblem.Message, millis(t.CancelProblem.Since), t.CancelProblem.Count,
+		t.Problem.Class, t.Problem.Call, t.Problem.Status, t.Problem.Message, millis(t.Problem.Since), t.Problem.Count,
+		t.BackendState, millis(t.StateSince), millis(t.StateSeenAt), millis(t.FirstObservedAt), t.JobMessage,
 	}
 }
 
@@ -596,14 +617,15 @@ func (s *Store) Get(ctx context.Context, key mapping.Key, principal string, now 
 // The write shares its commit with the concurrent writes of the store (see
 // the package comment); Update returns once that commit is durable.
 func (s *Store) Update(ctx context.Context, t *mapping.Task) error {
-	args := []any{
+	args := append([]any{
 		t.Tool, t.ArgsDigest, blob(t.Args), t.ServerBuild, t.CatalogRevision,
 		t.Backend, blob(t.JobRef), t.CorrelationID, string(t.Phase), string(t.Status), t.StatusMessage,
 		t.UpdatedAt.UnixMilli(), t.TTL.Milliseconds(), t.ExpiresAt.UnixMilli(), t.PollInterval.Milliseconds(),
 		millis(t.CancelRequestedAt), millis(t.CancelForwardedAt), millis(t.CancelSentAt), blob(t.InputRequests), blob(t.AnsweredKeys),
 		blob(t.Observation), millis(t.ObservedAt), millis(t.MissingSince), blob(t.Outcome), millis(t.SubmittedAt),
-		blob(t.SealedID), t.JobID, millis(t.EventAt), t.CancelBy, t.Key[:], t.Version,
-	}
+		blob(t.SealedID), t.JobID, millis(t.EventAt), t.CancelBy,
+	}, lifecycleArgs(t)...)
+	args = append(args, t.Key[:], t.Version)
 	err := s.commits.Do(ctx, func(ctx context.Context, tx *writeTx) error {
 		res, err := tx.exec(ctx, s.update, args...)
 		if err != nil {
@@ -889,6 +911,8 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		cancelSentAt, submittedAt, eventAt                              sql.NullInt64
 		args, jobRef, inputRequests, answeredKeys, observation, outcome nullBlob
 		sealedID                                                        nullBlob
+		cancelNextAt, cancelProblemSince, problemSince                  sql.NullInt64
+		stateSince, stateSeenAt, firstObservedAt                        sql.NullInt64
 	)
 	err := row.Scan(
 		&key, &t.Principal, &t.Tool, &t.ArgsDigest, &args, &t.ServerBuild, &t.CatalogRevision,
@@ -898,10 +922,20 @@ func scanTask(row scanner) (*mapping.Task, error) {
 		&observation, &observedAt, &missingSince, &outcome, &t.Version,
 		&cancelSentAt, &submittedAt, &sealedID,
 		&t.JobID, &eventAt, &t.CancelBy,
+		&t.CancelAttempts, &cancelNextAt,
+		&t.CancelProblem.Class, &t.CancelProblem.Call, &t.CancelProblem.Status, &t.CancelProblem.Message, &cancelProblemSince, &t.CancelProblem.Count,
+		&t.Problem.Class, &t.Problem.Call, &t.Problem.Status, &t.Problem.Message, &problemSince, &t.Problem.Count,
+		&t.BackendState, &stateSince, &stateSeenAt, &firstObservedAt, &t.JobMessage,
 	)
 	if err != nil {
 		return nil, err
 	}
+	t.CancelNextAt = timePtrOf(cancelNextAt)
+	t.CancelProblem.Since = timePtrOf(cancelProblemSince)
+	t.Problem.Since = timePtrOf(problemSince)
+	t.StateSince = timePtrOf(stateSince)
+	t.StateSeenAt = timePtrOf(stateSeenAt)
+	t.FirstObservedAt = timePtrOf(firstObservedAt)
 	if len(key) != len(t.Key) {
 		return nil, fmt.Errorf("stored key has %d bytes, want %d", len(key), len(t.Key))
 	}

@@ -551,7 +551,8 @@ func BenchmarkCreateWithLiveTasks(b *testing.B) {
 					INSERT INTO tasks (`+columns+`)
 					SELECT randomblob(32), 'alice', 'deploy', '', NULL, '', '', 'rest', NULL, 'corr-' || i, 'submitted', 'working', '',
 						?2, ?2, 3600000, ?2 + 3600000, 5000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL,
-						'', NULL, ''
+						'', NULL, '',
+						0, NULL, '', '', 0, '', NULL, 0, '', '', 0, '', NULL, 0, '', NULL, NULL, NULL, ''
 					FROM n`, live, now.UnixMilli()); err != nil {
 					b.Fatal(err)
 				}
@@ -828,5 +829,65 @@ func TestUpgradeFindsJobIDs(t *testing.T) {
 	found, err := s.FindByJob(t.Context(), "rest", "job-1", now)
 	if err != nil || len(found) != 1 || found[0].Key != mapping.KeyOf("old-0") {
 		t.Errorf("FindByJob of an upgraded task = %v, %v; want old-0", found, err)
+	}
+}
+
+// upgradeStateCases are rows written before the store kept the lifecycle's
+// typed state, and the state the upgrade carries over from them.
+var upgradeStateCases = []struct {
+	name         string
+	change       func(*mapping.Task, time.Time)
+	wantObserved bool
+	wantAttempts int
+	wantJobMsg   string
+}{
+	{"observed running", func(t *mapping.Task, now time.Time) {
+		t.ObservedAt, t.StatusMessage = &now, "job 7 RUNNING"
+	}, true, 0, "job 7 RUNNING"},
+	{"cancel sent", func(t *mapping.Task, now time.Time) {
+		t.ObservedAt, t.CancelRequestedAt, t.CancelForwardedAt, t.CancelSentAt = &now, &now, &now, &now
+		t.StatusMessage = "cancellation sent to rest; job: job 7 RUNNING"
+	}, true, 1, "job 7 RUNNING"},
+	{"cancel requested, not observed since", func(t *mapping.Task, now time.Time) {
+		t.CancelRequestedAt, t.StatusMessage = &now, "cancellation requested"
+	}, false, 0, ""},
+	{"missing", func(t *mapping.Task, now time.Time) {
+		t.ObservedAt, t.MissingSince, t.StatusMessage = &now, &now, "job job-1 is not visible on rest yet (4s)"
+	}, false, 0, "job job-1 is not visible on rest yet (4s)"},
+	{"submitting", func(t *mapping.Task, now time.Time) {
+		t.Phase, t.JobRef, t.JobID, t.StatusMessage = mapping.PhaseSubmitting, nil, "", "submitting the job to rest"
+	}, false, 0, ""},
+}
+
+// TestUpgradeCarriesLifecycleState opens a file written before the store
+// kept the lifecycle's typed state: a job observed (and not missing) is
+// known to have been observed, a cancel the backend accepted counts as one
+// attempt, and a live job's own words are kept apart from a pending
+// cancel's note.
+func TestUpgradeCarriesLifecycleState(t *testing.T) {
+	path, db := dbBefore(t, "0010_lifecycle_state.sql")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	cols := columnsBefore(t, "cancel_attempts")
+	insert := `INSERT INTO tasks (` + cols + `) VALUES (?` + strings.Repeat(", ?", columnCount(cols)-1) + `)`
+	for i, c := range upgradeStateCases {
+		tk := task(fmt.Sprintf("old-%d", i), now)
+		c.change(tk, now)
+		if _, err := db.ExecContext(t.Context(), insert, createArgs(tk)[:columnCount(cols)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openAt(t, path)
+	for i, c := range upgradeStateCases {
+		got, err := s.Get(t.Context(), mapping.KeyOf(fmt.Sprintf("old-%d", i)), "alice", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.FirstObservedAt != nil) != c.wantObserved || got.CancelAttempts != c.wantAttempts || got.JobMessage != c.wantJobMsg || !got.Problem.IsZero() {
+			t.Errorf("%s: after the upgrade observed %v, cancel attempts %d, job message %q, problem %+v; want %v, %d, %q, none",
+				c.name, got.FirstObservedAt, got.CancelAttempts, got.JobMessage, got.Problem, c.wantObserved, c.wantAttempts, c.wantJobMsg)
+		}
 	}
 }

@@ -160,6 +160,17 @@ func fullTask(id, principal string) *mapping.Task {
 	t.EventAt = ptr(-45 * time.Second)
 	t.Outcome = json.RawMessage(`{"content":[{"type":"text","text":"partial"}]}`)
 	t.SealedID = []byte("\x00sealed " + id + "\xff")
+	t.CancelAttempts = 3
+	t.CancelNextAt = ptr(-5*time.Second + 9*time.Millisecond)
+	t.CancelProblem = mapping.Problem{Class: "refused", Call: "POST /jobs/7/cancel", Status: 409, Message: "the job is in a state that cannot be cancelled",
+		Since: ptr(-110 * time.Second), Count: 2}
+	t.Problem = mapping.Problem{Class: "error", Call: "GET /jobs/7", Status: 500, Message: "an expired or rejected token",
+		Since: ptr(-70*time.Second + 11*time.Millisecond), Count: 4}
+	t.BackendState = "RUNNING"
+	t.StateSince = ptr(-80*time.Second + 13*time.Millisecond)
+	t.StateSeenAt = ptr(-75*time.Second + 17*time.Millisecond)
+	t.FirstObservedAt = ptr(-88*time.Minute + 19*time.Millisecond)
+	t.JobMessage = "job 7 RUNNING"
 	return t
 }
 
@@ -351,6 +362,15 @@ func testUpdate(t *testing.T, h Harness) {
 				u.StatusMessage = ""
 				u.JobID = ""
 				u.CancelBy = ""
+				u.CancelAttempts = 0
+				u.CancelNextAt = nil
+				u.CancelProblem = mapping.Problem{}
+				u.Problem = mapping.Problem{}
+				u.BackendState = ""
+				u.StateSince = nil
+				u.StateSeenAt = nil
+				u.FirstObservedAt = nil
+				u.JobMessage = ""
 			},
 		},
 		{

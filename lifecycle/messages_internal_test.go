@@ -1,6 +1,7 @@
-package bridge
+package lifecycle
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,10 +10,26 @@ import (
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
+// textResults renders results as their text, for tests.
+type textResults struct{}
+
+func (textResults) Result(_ *mapping.Task, o adapters.Observation, ref adapters.JobRef) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"text": o.Message, "job": ref.ID})
+	return b
+}
+
+func (textResults) Text(text string, isError bool) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"text": text, "isError": isError})
+	return b
+}
+
+func (textResults) Failure(o adapters.Observation) (int, string) { return CodeInternal, o.Message }
+
 // Status texts read as a person would write them.
 func TestStatusTexts(t *testing.T) {
-	b := &Bridge{limits: catalog.Limits{MaxResultBytes: 1 << 10}}
-	tl := &tool{Tool: &catalog.Tool{MissingGrace: time.Minute}}
+	l := &Lifecycle{opts: Options{Results: textResults{}}}
+	l.log = discardLogger()
+	tl := &catalog.Tool{MissingGrace: time.Minute}
 	ref := adapters.JobRef{ID: "job-7"}
 	for _, tt := range []struct {
 		name string
@@ -26,8 +43,8 @@ func TestStatusTexts(t *testing.T) {
 		{"running array job shows its percentage", adapters.Observation{State: adapters.StateWorking, Message: "RUNNING", Progress: &adapters.Progress{Done: 3, Total: 10}}, "RUNNING (30%)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			task := &mapping.Task{Status: mapping.StatusWorking, Phase: mapping.PhaseSubmitted, Backend: "batch"}
-			b.apply(task, tl, ref, tt.obs, time.Now())
+			task := &mapping.Task{Status: mapping.StatusWorking, Phase: mapping.PhaseSubmitted, Backend: "batch", JobID: "job-7"}
+			l.apply(task, tl, ref, tt.obs, time.Now())
 			if task.StatusMessage != tt.want {
 				t.Errorf("status message %q, want %q", task.StatusMessage, tt.want)
 			}
