@@ -629,6 +629,7 @@ func (b *Bridge) relayInput(ctx context.Context, ss *mcp.ServerSession, id strin
 			// An answer that did not confirm leaves the question open,
 			// with the reason: ask it again on the next round.
 			delete(asked, key)
+			b.sessions.releaseQuestion(task.Key, key) // legacypush.go
 		}
 	}
 	return nil

@@ -276,6 +276,12 @@ func (s *legacySession) relay(id string, t *mapping.Task) {
 			if _, err := b.tasksUpdate(ctx, nil, up); err != nil {
 				b.log.Warn("applying a relayed answer", "task", shortKey(t.Key), "error", err)
 			}
+			if key == confirmKey && res.Action == "accept" {
+				// An answer that did not confirm leaves the question open,
+				// with the reason (a confirmation was applied, and the task
+				// moved on): it may be asked again.
+				s.ls.releaseQuestion(t.Key, key)
+			}
 		})
 	}
 }

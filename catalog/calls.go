@@ -49,9 +49,20 @@ const MaxInlineWithin = 10 * time.Second
 
 // callSettings are the keys of a tool entry that set its Calls.
 type callSettings struct {
-	IdempotencyKey    *string        `yaml:"idempotency_key"`
+	// IdempotencyKey is a template over the arguments (`{args.NAME}`)
+	// whose value keys the call: a second call of the same principal with
+	// the same key gets the first call's task (or its stored result),
+	// never a second job; with other arguments it is refused. A key in the
+	// request's _meta (jobbridge/idempotencyKey) takes precedence.
+	IdempotencyKey *string `yaml:"idempotency_key"`
+	// IdempotencyWindow is how long after its task ended a key still
+	// returns that task. Default 24h.
 	IdempotencyWindow *time.Duration `yaml:"idempotency_window"`
-	InlineWithin      *time.Duration `yaml:"inline_within"`
+	// InlineWithin is how long a task-capable call waits for its job
+	// before it answers with the task: a job that ends within it is
+	// answered inline, as an ordinary tool result. At most 10s and less
+	// than sync_budget; not with task: never. Default: off.
+	InlineWithin *time.Duration `yaml:"inline_within"`
 }
 
 // idempotencyScope is what an idempotency_key template may use: the call's
