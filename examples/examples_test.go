@@ -369,6 +369,26 @@ func notFound(t *testing.T, o adapters.Observation, want string) {
 	wantContains(t, "the not-found error", o.Err.Error(), want)
 }
 
+// neverStarted checks that the backend will never start the job (a queued
+// request cancelled or dropped): the observation's Err wraps
+// adapters.ErrNeverStarted in a CallError whose text starts with want (the
+// call and the backend's words), and says no state, so that the task ends
+// cancelled when it asked to cancel, else completed with isError, never
+// failed.
+func neverStarted(t *testing.T, o adapters.Observation, want string) {
+	t.Helper()
+	var ce *adapters.CallError
+	if !errors.Is(o.Err, adapters.ErrNeverStarted) || !errors.As(o.Err, &ce) {
+		t.Fatalf("observation %v %q, want an Err wrapping ErrNeverStarted in a CallError", o.State, words(o))
+	}
+	if o.State != 0 || o.Error != nil {
+		t.Errorf("observation %v %+v besides Err, want none", o.State, o.Error)
+	}
+	if !strings.HasPrefix(o.Err.Error(), want) {
+		t.Errorf("Err = %q, want it to start with %q", o.Err.Error(), want)
+	}
+}
+
 func finishedAt(t *testing.T, o adapters.Observation, want string) {
 	t.Helper()
 	w, err := time.Parse(time.RFC3339, want)

@@ -96,6 +96,7 @@ const (
 	isNotFound        = "not_found"
 	isError           = "error"
 	isAlreadyFinished = "already_finished"
+	isCancelled       = "cancelled"
 )
 
 // meanings are the outcomes each kind of call accepts.
@@ -105,7 +106,7 @@ var meanings = map[string][]string{
 	"cancel":              {isSuccess, isAlreadyFinished, isNotFound, isRefused, isRetryLater},
 	"respond":             {isSuccess, isNotFound, isRefused, isRetryLater},
 	"find":                {isSuccess, isNotFound, isRetryLater},
-	"job_id.queue":        {isSuccess, isNotFound, isRefused, isRetryLater},
+	"job_id.queue":        {isSuccess, isNotFound, isCancelled, isRefused, isRetryLater},
 	"job_id.queue.cancel": {isSuccess, isAlreadyFinished, isNotFound, isRefused, isRetryLater},
 }
 
