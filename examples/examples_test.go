@@ -55,6 +55,9 @@ type scenario struct {
 type env struct {
 	fake    *scripted.Fake
 	adapter adapters.Adapter
+	// cat is the catalog pointed at the fake; name is its backend's.
+	cat     *catalog.Catalog
+	backend string
 	base    string
 	tool    string
 	// files maps the catalog's ${file:} paths to the temporary files.
@@ -158,7 +161,7 @@ func setUp(t *testing.T, ex example) *env {
 	if err != nil {
 		t.Fatalf("rest.New: %v", err)
 	}
-	e.adapter = a
+	e.adapter, e.cat, e.backend = a, cat, name
 	return e
 }
 
