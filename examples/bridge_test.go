@@ -155,6 +155,7 @@ func TestJenkinsQueuedRequestThroughTheBridge(t *testing.T) {
 			return tk.Terminal() || strings.Contains(tk.StatusMessage, "answered 404")
 		})
 		seen := time.Now()
+		t.Logf("while missing: %s %q", missing.Status, missing.StatusMessage)
 		if missing.Status != taskclient.StatusWorking {
 			t.Fatalf("%s %q; want working while the missing grace lasts", missing.Status, missing.StatusMessage)
 		}
