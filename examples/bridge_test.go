@@ -1,8 +1,10 @@
 package examples_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/bridge"
+	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/internal/fakes/scripted"
 	"github.com/jobbridge/jobbridge/mapping/sqlite"
 	"github.com/jobbridge/jobbridge/taskclient"
@@ -181,4 +184,25 @@ func TestJenkinsQueuedRequestThroughTheBridge(t *testing.T) {
 			t.Errorf("%s %q; want failed, saying the queue item was never listed: %q", got.Status, got.StatusMessage, want)
 		}
 	})
+}
+
+// A queue rule's `is:` is checked as the others are, with its position in
+// the catalog: `cancelled` is a meaning of the job_id.queue call.
+func TestJenkinsQueueRuleIsChecked(t *testing.T) {
+	path := filepath.Join("jenkins", "catalog.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "is: cancelled ", "is: canceled  ", 1)
+	if text == string(data) {
+		t.Fatal("the Jenkins catalog has no queue rule saying is: cancelled")
+	}
+	_, err = catalog.Parse(path, []byte(text), restType)
+	before, _, _ := strings.Cut(text, "is: canceled")
+	line, col := strings.Count(before, "\n")+1, len(before)-strings.LastIndex(before, "\n")+len("is: ")
+	want := fmt.Sprintf(`jenkins/catalog.yaml:%d:%d: tools[0].job.job_id.queue.outcomes[0].is: "canceled" is not an outcome of a job_id.queue call (use one of success, not_found, cancelled, refused, retry_later)`, line, col)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse = %v;\nwant %s", err, want)
+	}
 }
