@@ -225,6 +225,15 @@ func compileJob(name string, cfg *JobConfig) (*tool, []error) {
 			}
 		}
 	}
+	if t.queue != nil && t.find != nil {
+		// A queue item that is gone is looked for with find (see
+		// pollQueued): its arguments and the correlation ID travel too.
+		later.noteArgs(t.find.argNames())
+		if p := t.findField.Program(); p != nil {
+			later.noteArgs(p.ArgNames())
+		}
+		t.carryCorrelation = true
+	}
 	t.carryArgs = sortedKeys(later.args)
 	t.carryAll = later.all
 	c.noteArgs(t.carryArgs, false)

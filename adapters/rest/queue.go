@@ -56,7 +56,16 @@ func (a *Adapter) pollQueued(ctx context.Context, t *tool, ref adapters.JobRef, 
 	case isNotFound:
 		// The queue item is gone and no job was ever named: dropped. Not
 		// found (the bridge allows the tool's missing_grace, as for any
-		// missing job), and never started once that has passed.
+		// missing job), and never started once that has passed. But a
+		// backend forgets items that left its queue (Jenkins after five
+		// minutes): with a find call, the job is looked for first, so that
+		// a job that did start while nobody asked is not called never
+		// started.
+		if job, ok := a.findStarted(ctx, t, v); ok {
+			o, err := a.poll(ctx, job, retries, giveUp)
+			o.Ref = &job
+			return o, err
+		}
 		return fail(a.answered(adapters.ProblemNotFound, errNeverNamed, resp,
 			joinWords(words, "the queue item is gone and no job was ever named for it")))
 	case isCancelled:
@@ -121,4 +130,25 @@ func (a *Adapter) ruleWords(resp *http.Response, body []byte, words, what string
 		return what
 	}
 	return words
+}
+
+// findStarted looks up, with the tool's find call, the job of a queue item
+// that is gone. ok is false when the tool has no find call, or the lookup
+// found nothing or failed (the queue item is then reported gone; the next
+// poll looks again).
+func (a *Adapter) findStarted(ctx context.Context, t *tool, v *values) (adapters.JobRef, bool) {
+	if t.find == nil || v.correlationID == "" {
+		return adapters.JobRef{}, false
+	}
+	req := adapters.StartRequest{Tool: t.name, Arguments: v.args, CorrelationID: v.correlationID}
+	if v.queuedAt != nil {
+		req.SubmittedAt = *v.queuedAt
+	}
+	job, found, err := a.Find(ctx, req)
+	if err != nil || !found {
+		a.traceText(t.find, "rule", "the queue item is gone; find names no job for its correlation ID")
+		return adapters.JobRef{}, false
+	}
+	a.traceText(t.find, "rule", fmt.Sprintf("the queue item is gone; find names job %q", a.redactor.Redact(job.ID)))
+	return job, true
 }

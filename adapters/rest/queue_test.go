@@ -169,3 +169,49 @@ func TestQueueOutcomeCancelledValidation(t *testing.T) {
 		t.Errorf("Validate() = %v; want %q", err, want)
 	}
 }
+
+// A queue item that is gone may have become a job while nobody asked (a
+// backend forgets items that left its queue): with a find call, the job is
+// looked for by correlation ID and observed, not called never started.
+func TestGoneQueueItemIsLookedFor(t *testing.T) {
+	job := queueJob()
+	job.Find = &FindConfig{
+		Call:  Call{Path: "/job/{args.name}/api/json", Query: map[string]string{"tree": "builds[number,correlation]"}},
+		Field: `= body.builds.filter(b, b.correlation == correlation_id).map(b, b.number)`,
+	}
+	job.Start.Query["CORRELATION"] = "{correlation_id}"
+	for _, tt := range []struct {
+		name   string
+		builds string
+	}{
+		{"found: the build is observed", `{"builds":[{"number":45,"correlation":"corr-1"},{"number":44,"correlation":"other"}]}`},
+		{"not found: never started", `{"builds":[{"number":44,"correlation":"other"}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testBackend(), job)
+			f.a.listingLag = 0
+			f.on("POST", "/job/deploy/buildWithParameters", withHeader(jsonResponder(201, ``), "Location", testBase+"/queue/item/7/"))
+			f.on("GET", "/queue/item/7/api/json", jsonResponder(404, `{"message":"no such queue item"}`))
+			f.on("GET", "/job/deploy/api/json", jsonResponder(200, tt.builds))
+			f.on("GET", "/job/deploy/45/api/json", jsonResponder(200, `{"building":true,"result":null,"number":45}`))
+			ref, err := f.a.Start(t.Context(), startReq(map[string]any{"name": "deploy", "branch": "main"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs, err := f.a.Poll(t.Context(), []adapters.JobRef{ref})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := obs[0]
+			if strings.HasPrefix(tt.name, "found") {
+				if o.Err != nil || o.Ref == nil || o.Ref.ID != "45" || o.State != adapters.StateWorking || o.Message != "build #45" {
+					t.Errorf("observation %+v; want build 45 observed under its own reference", o)
+				}
+				return
+			}
+			if !errors.Is(o.Err, adapters.ErrNeverStarted) || !errors.Is(o.Err, adapters.ErrJobNotFound) || o.Ref != nil {
+				t.Errorf("observation %+v; want the queue item gone, never started", o)
+			}
+		})
+	}
+}

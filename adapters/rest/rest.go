@@ -83,7 +83,10 @@
 // never started: its observation's Err wraps [adapters.ErrNeverStarted] in
 // an [adapters.CallError] with the call and the backend's words (a dropped
 // one also wraps [adapters.ErrJobNotFound], so that the bridge waits the
-// tool's missing_grace), never a failed state.
+// tool's missing_grace), never a failed state. Before a gone queue item is
+// reported, a tool with a find call looks its job up by correlation ID: a
+// backend forgets items that left its queue (Jenkins after five minutes),
+// and a job that started while nobody asked is then observed.
 //
 // # Throttling
 //
