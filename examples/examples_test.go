@@ -55,6 +55,9 @@ type scenario struct {
 type env struct {
 	fake    *scripted.Fake
 	adapter adapters.Adapter
+	// cat is the catalog pointed at the fake; name is its backend's.
+	cat     *catalog.Catalog
+	backend string
 	base    string
 	tool    string
 	// files maps the catalog's ${file:} paths to the temporary files.
@@ -158,7 +161,7 @@ func setUp(t *testing.T, ex example) *env {
 	if err != nil {
 		t.Fatalf("rest.New: %v", err)
 	}
-	e.adapter = a
+	e.adapter, e.cat, e.backend = a, cat, name
 	return e
 }
 
@@ -367,6 +370,26 @@ func notFound(t *testing.T, o adapters.Observation, want string) {
 		t.Fatalf("observation %+v, want an error wrapping ErrJobNotFound", o)
 	}
 	wantContains(t, "the not-found error", o.Err.Error(), want)
+}
+
+// neverStarted checks that the backend will never start the job (a queued
+// request cancelled or dropped): the observation's Err wraps
+// adapters.ErrNeverStarted in a CallError whose text starts with want (the
+// call and the backend's words), and says no state, so that the task ends
+// cancelled when it asked to cancel, else completed with isError, never
+// failed.
+func neverStarted(t *testing.T, o adapters.Observation, want string) {
+	t.Helper()
+	var ce *adapters.CallError
+	if !errors.Is(o.Err, adapters.ErrNeverStarted) || !errors.As(o.Err, &ce) {
+		t.Fatalf("observation %v %q, want an Err wrapping ErrNeverStarted in a CallError", o.State, words(o))
+	}
+	if o.State != 0 || o.Error != nil {
+		t.Errorf("observation %v %+v besides Err, want none", o.State, o.Error)
+	}
+	if !strings.HasPrefix(o.Err.Error(), want) {
+		t.Errorf("Err = %q, want it to start with %q", o.Err.Error(), want)
+	}
 }
 
 func finishedAt(t *testing.T, o adapters.Observation, want string) {

@@ -48,9 +48,11 @@ var examples = []example{
 				if n := len(e.requests("stop")); n != 0 {
 					t.Errorf("%d build stops, want none: no build started", n)
 				}
-				o := e.poll(t, &ref)
-				if o.State != adapters.StateFailed || !strings.Contains(o.Message, "cancelled in the queue") {
-					t.Errorf("observation after the cancel %v %q, want the queue item reported cancelled", o.State, o.Message)
+				// The cancel was honoured: the queued request is cancelled and
+				// never started (the task ends cancelled, not failed).
+				neverStarted(t, e.poll(t, &ref), "GET /queue/item/"+ref.ID+"/api/json answered 200: cancelled in the queue")
+				if n := len(e.requests("build")); n != 0 {
+					t.Errorf("%d build requests, want none: no build started", n)
 				}
 			}},
 			{"cancel aborts the running build", func(t *testing.T, e *env) {
@@ -63,25 +65,29 @@ var examples = []example{
 				o := last(t, e.run(t, &ref), adapters.StateCancelled)
 				wantEqual(t, "message", o.Message, "build #1 finished: ABORTED")
 			}},
-			{"a queue item cancelled in Jenkins refuses the start, in Jenkins' terms", func(t *testing.T, e *env) {
-				ref, err := e.adapter.Start(ctx(t), e.request("corr-1", map[string]any{"job": "app", "branch": "doomed"}))
-				if err != nil {
-					refusal(t, err, "cancelled in the queue")
-					return
+			{"a queue item cancelled in Jenkins never started, in Jenkins' terms", func(t *testing.T, e *env) {
+				ref := e.start(t, map[string]any{"job": "app", "branch": "doomed"})
+				if o := e.poll(t, &ref); o.Err != nil || o.State != adapters.StateWorking {
+					t.Fatalf("first observation %v %q, want working (queued)", o.State, words(o))
 				}
-				var o adapters.Observation
-				for range 6 {
-					if o = e.poll(t, &ref); o.State.Terminal() {
-						break
-					}
-				}
-				if !o.State.Terminal() || o.State == adapters.StateSucceeded {
-					t.Fatalf("observation %v %q, want the task to end without success", o.State, words(o))
-				}
-				wantContains(t, "what the task says", words(o), "cancelled in the queue")
+				neverStarted(t, e.poll(t, &ref), "GET /queue/item/"+ref.ID+"/api/json answered 200: cancelled in the queue")
 				if rs := e.requests("build"); len(rs) != 0 {
 					t.Errorf("a build was asked about: %+v", rs)
 				}
+			}},
+			{"a queue item that vanishes before naming a build is not found and never started", func(t *testing.T, e *env) {
+				ref := e.start(t, map[string]any{"job": "app", "branch": "main"})
+				if o := e.poll(t, &ref); o.Err != nil || o.State != adapters.StateWorking {
+					t.Fatalf("first observation %v %q, want working (queued)", o.State, words(o))
+				}
+				// The controller lost its queue (a restart, a cleared queue):
+				// every later answer about the item is a 404.
+				for at := 2; at < 10; at++ {
+					e.fake.Inject(scripted.Fault{Route: "queue", At: at, Response: scripted.Response{Status: 404}})
+				}
+				o := e.poll(t, &ref)
+				notFound(t, o, "the queue item is gone and no job was ever named for it")
+				neverStarted(t, o, "GET /queue/item/"+ref.ID+"/api/json answered 404: the queue item is gone and no job was ever named for it")
 			}},
 		},
 	},

@@ -255,7 +255,7 @@ func (l *Lifecycle) apply(t *mapping.Task, tl *catalog.Tool, ref adapters.JobRef
 		}
 	}
 	t.ObservedAt = &now
-	if errors.Is(o.Err, adapters.ErrNeverStarted) {
+	if errors.Is(o.Err, adapters.ErrNeverStarted) && (!errors.Is(o.Err, adapters.ErrJobNotFound) || t.FirstObservedAt != nil && t.MissingSince != nil && tl != nil && now.Sub(*t.MissingSince) >= tl.MissingGrace) {
 		// A queued request the backend cancelled or dropped: no job ran.
 		// A cancel the task asked for wins; otherwise the job was not
 		// started, which is the tool's result (as for a refused

@@ -96,6 +96,7 @@ const (
 	isNotFound        = "not_found"
 	isError           = "error"
 	isAlreadyFinished = "already_finished"
+	isCancelled       = "cancelled"
 )
 
 // meanings are the outcomes each kind of call accepts.
@@ -105,7 +106,7 @@ var meanings = map[string][]string{
 	"cancel":              {isSuccess, isAlreadyFinished, isNotFound, isRefused, isRetryLater},
 	"respond":             {isSuccess, isNotFound, isRefused, isRetryLater},
 	"find":                {isSuccess, isNotFound, isRetryLater},
-	"job_id.queue":        {isSuccess, isNotFound, isRefused, isRetryLater},
+	"job_id.queue":        {isSuccess, isNotFound, isCancelled, isRefused, isRetryLater},
 	"job_id.queue.cancel": {isSuccess, isAlreadyFinished, isNotFound, isRefused, isRetryLater},
 }
 
@@ -223,6 +224,15 @@ func compileJob(name string, cfg *JobConfig) (*tool, []error) {
 				}
 			}
 		}
+	}
+	if t.queue != nil && t.find != nil {
+		// A queue item that is gone is looked for with find (see
+		// pollQueued): its arguments and the correlation ID travel too.
+		later.noteArgs(t.find.argNames())
+		if p := t.findField.Program(); p != nil {
+			later.noteArgs(p.ArgNames())
+		}
+		t.carryCorrelation = true
 	}
 	t.carryArgs = sortedKeys(later.args)
 	t.carryAll = later.all

@@ -155,8 +155,18 @@ type Outcome struct {
 	// call's values); empty: always. A condition that reads a field the
 	// answer does not have is false.
 	When string `yaml:"when"`
-	// Is is what the answer means; which meanings a call accepts is listed
-	// per call in the package documentation.
+	// Is is what the answer means. Each call accepts its own meanings:
+	// start: success, refused (certainly no job), unknown, retry_later;
+	// status: success, not_found, retry_later, error; cancel and
+	// job_id.queue.cancel: success, already_finished, not_found, refused,
+	// retry_later; respond: success, not_found, refused, retry_later; find:
+	// success, not_found, retry_later; job_id.queue: success, not_found
+	// (the queue item is gone and named no job), cancelled (the queued
+	// request was cancelled, by the task's cancel or at the backend),
+	// refused (the backend will not run it), retry_later. A queued request
+	// that is cancelled, refused or gone never started: the task ends
+	// cancelled when it asked to cancel, else completed with isError saying
+	// so (a gone one after the tool's missing_grace).
 	Is string `yaml:"is"`
 	// Message, a JSON path or "=" expression, is the text shown for a
 	// refusal or an error; default: the answer's own message field.
@@ -200,7 +210,11 @@ type JobIDConfig struct {
 
 // QueueConfig follows a queue item (Jenkins' /queue/item/N/, a long-running
 // operation) until it names the job. Its call is a GET about the queue item:
-// {job.id} and {job.location} are the queue item's.
+// {job.id} and {job.location} are the queue item's. Its outcome rules may
+// say cancelled (Jenkins' `cancelled: true`), refused or not_found: such a
+// queued request never started, and the task ends cancelled when it asked
+// to cancel, else completed with isError saying the job was never started,
+// in the backend's words (never failed). A 404 or 410 answer is not_found.
 type QueueConfig struct {
 	Call `yaml:",inline"`
 	// Field reads the job's ID from the queue answer; absent or null means
@@ -209,7 +223,8 @@ type QueueConfig struct {
 	// Message reads why the job is still queued (Jenkins' "why"), shown
 	// after "queued at the backend".
 	Message string `yaml:"message"`
-	// Timeout is how long a job may stay queued before the task fails,
+	// Timeout is how long a job may stay queued; after it the queued
+	// request is removed (with cancel) and the task ends as never started,
 	// saying so. Default 1h.
 	Timeout time.Duration `yaml:"timeout"`
 	// Cancel, when set, removes the queue item (e.g. Jenkins' POST

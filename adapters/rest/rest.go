@@ -74,6 +74,20 @@
 // an error wrapping [adapters.ErrUnmappedState] that names the value and
 // the mapped ones, and it is logged once.
 //
+// A submission whose start answer names a queue item (job_id.queue) is
+// working, "queued at the backend", until the queue names the job; the job
+// is then observed under its own reference ([adapters.Observation.Ref]). A
+// queued request the backend cancels (an `is: cancelled` rule), refuses
+// (`is: refused`) or drops (the queue item answers 404 or 410, or a
+// `not_found` rule), or that is still queued after job_id.queue.timeout,
+// never started: its observation's Err wraps [adapters.ErrNeverStarted] in
+// an [adapters.CallError] with the call and the backend's words (a dropped
+// one also wraps [adapters.ErrJobNotFound], so that the bridge waits the
+// tool's missing_grace), never a failed state. Before a gone queue item is
+// reported, a tool with a find call looks its job up by correlation ID: a
+// backend forgets items that left its queue (Jenkins after five minutes),
+// and a job that started while nobody asked is then observed.
+//
 // # Throttling
 //
 // A 429 answer to any request, and a 503 with a Retry-After header to any
