@@ -143,7 +143,7 @@ type Bridge struct {
 	// process, and a submission it is not running itself is not running.
 	started time.Time
 	// gates pace the calls to each backend (throttling, circuit breaker).
-	gates map[string]*gate
+	gates map[string]*lifecycle.Gate
 	// hub pushes task changes to subscriptions/listen streams.
 	hub *hub
 	// sessions follow the tasks of 2025-11-25 sessions (legacypush.go).
@@ -223,7 +223,7 @@ func New(opts Options) (*Bridge, error) {
 		replica:  opts.ReplicaID,
 		limits:   opts.Catalog.Limits,
 		started:  opts.Now(),
-		gates:    map[string]*gate{},
+		gates:    map[string]*lifecycle.Gate{},
 		metrics:  newMetrics(),
 		tracer:   newTracer(opts.TracerProvider),
 		rates:    newRateLimits(),
@@ -257,7 +257,7 @@ func New(opts Options) (*Bridge, error) {
 		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
 		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
 		if b.gates[ct.Backend] == nil {
-			b.gates[ct.Backend] = newGate(ct.Backend, opts.Now)
+			b.gates[ct.Backend] = lifecycle.NewGate(ct.Backend, opts.Now)
 		}
 	}
 	b.streamLimits()

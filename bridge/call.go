@@ -688,7 +688,7 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 	for attempt := 1; ; attempt++ {
 		var wait time.Duration
 		var reason string
-		if ok, until, why := g.allow(); !ok {
+		if ok, until, why := g.Allow(); !ok {
 			wait, reason = until.Sub(b.opts.Now()), why
 		} else {
 			// The request's own deadline runs on the real clock; the
@@ -698,10 +698,10 @@ func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartReques
 			cancel()
 			d, throttled := adapters.RetryAfter(err)
 			if !throttled {
-				g.done(nil)
+				g.Done(nil)
 				return ref, err
 			}
-			g.done(err)
+			g.Done(err)
 			b.metrics.throttled.WithLabelValues(t.Backend).Inc()
 			wait = max(d, lifecycle.Jitter(lifecycle.Backoff(time.Second, attempt, 30*time.Second)))
 			reason = fmt.Sprintf("the backend %q is throttling submissions", t.Backend)

@@ -41,6 +41,7 @@ import (
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/catalog"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -48,7 +49,7 @@ import (
 type generation struct {
 	cat   *catalog.Catalog
 	tools map[string]*tool
-	gates map[string]*gate
+	gates map[string]*lifecycle.Gate
 }
 
 // reloadState is the Bridge's record of its generations.
@@ -107,7 +108,7 @@ func (b *Bridge) toolOf(t *mapping.Task) *tool {
 }
 
 // gateOf returns the gate of the backend called name.
-func (b *Bridge) gateOf(name string) *gate { return b.gen().gates[name] }
+func (b *Bridge) gateOf(name string) *lifecycle.Gate { return b.gen().gates[name] }
 
 // revisionOf is the catalog revision a new task of t records.
 func (b *Bridge) revisionOf(t *tool) string {
@@ -141,7 +142,7 @@ func (b *Bridge) Reload(cat *catalog.Catalog, adapterSet map[string]adapters.Ada
 		b.reload.reloads.WithLabelValues(ReloadUnchanged).Inc()
 		return nil
 	}
-	next := &generation{cat: cat, tools: map[string]*tool{}, gates: map[string]*gate{}}
+	next := &generation{cat: cat, tools: map[string]*tool{}, gates: map[string]*lifecycle.Gate{}}
 	metered := map[string]adapters.Adapter{}
 	var errs []error
 	for _, ct := range cat.Tools {
@@ -165,7 +166,7 @@ func (b *Bridge) Reload(cat *catalog.Catalog, adapterSet map[string]adapters.Ada
 			// reload: it is the backend's state, not the catalog's.
 			next.gates[ct.Backend] = cur.gates[ct.Backend]
 			if next.gates[ct.Backend] == nil {
-				next.gates[ct.Backend] = newGate(ct.Backend, b.opts.Now)
+				next.gates[ct.Backend] = lifecycle.NewGate(ct.Backend, b.opts.Now)
 			}
 		}
 	}

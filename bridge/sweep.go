@@ -106,7 +106,7 @@ type sweepRun struct {
 type sweepBackend struct {
 	name    string
 	adapter adapters.Adapter
-	gate    *gate
+	gate    *lifecycle.Gate
 	size    int
 	limiter *rate.Limiter
 	slots   chan struct{} // a slot per Poll in flight
@@ -298,7 +298,7 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 	if be.paused.Load() {
 		return
 	}
-	if ok, _, _ := be.gate.allow(); !ok {
+	if ok, _, _ := be.gate.Allow(); !ok {
 		be.paused.Store(true)
 		return
 	}
@@ -313,12 +313,12 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 		err = fmt.Errorf("adapter returned %d observations for %d jobs", len(obs), len(refs))
 	}
 	if b.ctx.Err() != nil {
-		be.gate.done(errNotBackendFault)
+		be.gate.Done(lifecycle.ErrNotBackendFault)
 		return
 	}
-	be.gate.done(err)
+	be.gate.Done(err)
 	if err != nil {
-		if _, _, paused := be.gate.paused(); paused {
+		if _, _, paused := be.gate.Paused(); paused {
 			be.paused.Store(true)
 		}
 		for _, it := range batch {

@@ -79,7 +79,7 @@ func (b *Bridge) needsRefresh(t *mapping.Task) bool {
 		if b.backedOff(t.Key, now) {
 			return false
 		}
-		if _, _, paused := b.gateOf(tl.Backend).paused(); paused {
+		if _, _, paused := b.gateOf(tl.Backend).Paused(); paused {
 			return false
 		}
 		return true
@@ -184,7 +184,7 @@ func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
 		return nil
 	}
 	g := b.gateOf(tl.Backend)
-	if ok, _, _ := g.allow(); !ok {
+	if ok, _, _ := g.Allow(); !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
@@ -194,10 +194,10 @@ func (b *Bridge) observeFor(task *mapping.Task, forEvent bool) *mapping.Task {
 		err = fmt.Errorf("adapter returned %d observations for 1 job", len(obs))
 	}
 	if b.ctx.Err() != nil {
-		g.done(errNotBackendFault)
+		g.Done(lifecycle.ErrNotBackendFault)
 		return nil
 	}
-	g.done(err)
+	g.Done(err)
 	if err != nil {
 		b.unobserved(task, tl, err)
 		b.log.Debug("observing job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
@@ -393,7 +393,7 @@ func (b *Bridge) staleNote(t *mapping.Task, msg string) string {
 		}
 	}
 	if g := b.gateOf(tl.Backend); g != nil {
-		if note := g.pauseNote(now); note != "" {
+		if note := g.PauseNote(now); note != "" {
 			notes = append(notes, note)
 		}
 	}
@@ -507,7 +507,7 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 		return
 	}
 	g := b.gateOf(tl.Backend)
-	if ok, until, reason := g.allow(); !ok {
+	if ok, until, reason := g.Allow(); !ok {
 		b.metrics.cancelDeferred(tl.Backend)
 		b.lc.CancelDeferred(task, until, reason)
 		return
@@ -518,9 +518,9 @@ func (b *Bridge) forwardCancel(task *mapping.Task) {
 	b.metrics.cancelForwarded(tl.Backend, err)
 	switch {
 	case err == nil, errors.Is(err, adapters.ErrAlreadyFinished), errors.Is(err, adapters.ErrCancelRefused):
-		g.done(nil)
+		g.Done(nil)
 	default:
-		g.done(err)
+		g.Done(err)
 	}
 	attempts := b.lc.CancelAnswered(task, err)
 	b.metrics.cancelAttempt(tl.Backend, attempts)
