@@ -294,7 +294,7 @@ func (b *Bridge) runSyncIdempotent(ctx context.Context, t *tool, args map[string
 		if err != nil {
 			return nil, internalError("the task of this call could not be read")
 		}
-		task = b.refresh(ctx, cur, b.opts.ObserveBudget)
+		task = b.lc.Refresh(ctx, cur, b.opts.ObserveBudget)
 		if task.Status.Terminal() {
 			return syncOutcome(task)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/jobbridge/jobbridge/adapters"
 )
 
-// A Gate paces the calls the bridge makes to one backend; every task on the
+// A Gate paces the calls jobbridge makes to one backend; every task on the
 // backend shares it, so that a sick or throttling backend is asked less,
 // never more, than in calm weather:
 //
@@ -114,7 +114,7 @@ func (g *Gate) pause(now time.Time, d time.Duration, reason string) {
 }
 
 // ErrNotBackendFault marks errors that say nothing about the backend's
-// health (the bridge's own shutdown).
+// health (this process's own shutdown).
 var ErrNotBackendFault = errors.New("not a backend fault")
 
 // PauseNote is the status-message suffix that tells a caller why the task's
