@@ -194,33 +194,9 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		b.lc.StartSubmit(a.Task, args)
 	}
 	if len(a.Job) > 0 {
-		b.deliverAnswers(a.Task, a.Job)
+		b.lc.DeliverAnswers(a.Task, a.Job)
 	}
 	return newAck(), nil
-}
-
-// deliverAnswers sends answers to the backend. The keys were already marked
-// answered by a conditional write, so they are delivered once; if delivery
-// fails they are asked again.
-func (b *Bridge) deliverAnswers(task *mapping.Task, answers map[string]adapters.Answer) {
-	tl := b.toolOf(task)
-	var ref adapters.JobRef
-	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
-		return
-	}
-	r, ok := tl.adapter.(adapters.Responder)
-	if !ok {
-		b.log.Warn("backend asked for input but its adapter cannot deliver answers", "backend", task.Backend)
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-	err := r.Respond(ctx, ref, answers)
-	cancel()
-	if err == nil {
-		return
-	}
-	b.log.Debug("delivering answers", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-	b.lc.AnswersUndelivered(task, answers)
 }
 
 // tasksCancel answers tasks/cancel: the intent is recorded durably by the
