@@ -19,18 +19,9 @@ import (
 // Each backend whose adapter is an adapters.EventSource with events
 // configured has an endpoint, POST {prefix}{backend}. It is authenticated
 // by the delivery's signature or credential (the adapter checks it), not by
-// the MCP server's auth. An event is an observation like any other: it is
-// written through the same conditional write as a poll, so the first
-// terminal observation wins and a terminal task never changes; a
-// non-terminal event older than the task's last observation is dropped as
-// stale; an event for a job no task holds is dropped. Deliveries are
-// de-duplicated by the sender's event ID in the store, so a redelivery or a
-// replay is applied once, whichever replica receives it.
-//
-// While a backend's events flow, a job that has received one is polled only
-// at the backend's EventPolling.Interval, a safety net for a lost
-// delivery; once the backend has sent nothing for EventPolling.Quiet, every
-// job is polled at its tool's refresh interval again.
+// the MCP server's auth. The lifecycle applies each event as an observation
+// (lifecycle.ApplyEvent, which says how stale, duplicate and unknown events
+// are dropped and how flowing events pace the polls).
 
 // MaxEventBytes bounds an event delivery's body (GitHub's own cap on
 // webhook payloads is 25 MB; job events are a few kilobytes).

@@ -172,7 +172,7 @@ func (b *Bridge) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskP
 		}
 	}
 	// A confirmation may submit the job: hold the submission before the row
-	// says so (see holdSubmission), and release it if nothing is submitted.
+	// says so (see lifecycle.HoldSubmission), and release it if nothing is submitted.
 	b.lc.HoldSubmission(task.Key)
 	a, err := b.lc.Answer(task, answers)
 	submitNow := a.Confirmed && err == nil && a.Task.Phase == mapping.PhaseSubmitting
@@ -221,17 +221,16 @@ func (b *Bridge) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *taskP
 	return newAck(), nil
 }
 
-// liveClaimer is implemented by stores that several replicas share. The
-// sweep claims a lease on the tasks it works on, so that replicas split the
-// live tasks between them, and a dead replica's share is taken over once its
-// leases run out.
+// liveClaimer is implemented by stores that several replicas share: the
+// lifecycle's sweep claims leases on live tasks through it. New takes it to
+// mean that the store is shared, and the metered store keeps it.
 type liveClaimer interface {
 	ClaimLive(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*mapping.Task, error)
 }
 
 // ownerReleaser is implemented by shared stores that can free every sweep
-// lease an owner holds: a replica that restarts under the same ReplicaID
-// takes back, at once, the tasks its previous process had claimed.
+// lease an owner holds (the lifecycle's sweep does, at its start); the
+// metered store keeps it.
 type ownerReleaser interface {
 	ReleaseOwner(ctx context.Context, owner string) error
 }
