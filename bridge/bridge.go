@@ -1,18 +1,24 @@
 // Package bridge is the MCP side of jobbridge: it serves the catalog's tools
-// over MCP 2026-07-28 (go-sdk), turns tools/call into durable tasks of the
-// Tasks extension (io.modelcontextprotocol/tasks), and answers tasks/get,
-// tasks/update and tasks/cancel by translating backend status through the
-// adapters.
+// over MCP 2026-07-28 and 2025-11-25 (go-sdk; HTTP and stdio), turns
+// tools/call into durable tasks of the Tasks extension
+// (io.modelcontextprotocol/tasks) or into synchronous results, answers
+// tasks/get, tasks/update, tasks/cancel (and, for 2025-11-25, tasks/list and
+// tasks/result), pushes task changes to subscriptions/listen streams, binds
+// every task to its caller, and serves the backends' event endpoints.
 //
-// A task's state belongs to package lifecycle, the only writer of task
-// rows: the bridge asks the backends (through each backend's gate, sharing
-// concurrent polls of one task, batching the sweep's) and hands what they
-// answer to the lifecycle. A task is created in the store before its handle
-// is returned; the job is then submitted once; every tasks/get translates
-// the backend's status (a poll within the tool's refresh interval is served
-// from the last observation); the first terminal observation is stored and
-// never changes. Tasks outlive the requests that create them, so the work
-// they start runs on the bridge's own lifetime context, on purpose.
+// A task's life belongs to package lifecycle: it writes every task row, and
+// it asks the backends (through each backend's gate, sharing concurrent polls
+// of one task), submits jobs and reconciles submissions, forwards cancels,
+// sweeps the live tasks and applies pushed events. The bridge gives it each
+// task's tool (from the catalog generation the task started under, see
+// reload.go), renders the tool results it stores, and counts what it does in
+// the bridge's metrics. A task is created in the store before its handle is
+// returned; the job is then submitted once; every tasks/get has the
+// lifecycle bring the task up to date (a poll within the tool's refresh
+// interval is served from the last observation); the first terminal
+// observation is stored and never changes. Tasks outlive the requests that
+// create them, so the work they start runs on the bridge's own lifetime
+// context, on purpose.
 package bridge
 
 import (
@@ -32,7 +38,6 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/jobbridge/jobbridge/adapters"
 	"github.com/jobbridge/jobbridge/auth"
@@ -75,9 +80,10 @@ type Options struct {
 	// outcome is not settled yet (the backend's listing lags, or the lookup
 	// failed); it doubles up to 15 times its value. Default 2s.
 	LookupBackoff time.Duration
-	// SweepInterval is how often the background sweep runs: it purges
-	// expired tasks, reconciles interrupted submissions, forwards pending
-	// cancels and observes live tasks no client is polling. Default 10s.
+	// SweepInterval is how often the lifecycle's background sweep runs: it
+	// purges expired tasks, reconciles interrupted submissions, forwards
+	// pending cancels and observes live tasks no client is polling.
+	// Default 10s.
 	SweepInterval time.Duration
 	// SweepLease is how long a replica holds the tasks a sweep claimed from a
 	// shared store; a replica that dies loses them after this. Default three
@@ -115,35 +121,26 @@ type Bridge struct {
 	opts  Options
 	cat   *catalog.Catalog
 	store mapping.Store
-	// lc owns every task's life: it is the only writer of task rows.
+	// lc owns every task's life: it is the only writer of task rows, and
+	// it observes, submits, cancels downstream, sweeps and applies events.
 	lc       *lifecycle.Lifecycle
 	adapters map[string]adapters.Adapter
 	tools    map[string]*tool
 	server   *mcp.Server
 	log      *slog.Logger
 
-	// ctx is the bridge's lifetime: submissions, polls and cancels that
-	// outlive the request that caused them run on it.
+	// ctx is the bridge's lifetime: the lifecycle's work and the bridge's
+	// own (streams, synchronous calls' cancels) outlive the requests that
+	// cause them and run on it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	polls singleflight.Group
 	// limits are the catalog's limits; metrics count what they refuse.
 	limits  catalog.Limits
 	metrics *metrics
 	tracer  trace.Tracer
 	rates   *rateLimits
-	// shared is set when the store is shared with other replicas.
-	shared  bool
-	replica string
-
-	// started is when this process opened the store. Alone on its store,
-	// the process knows that a claim older than this was left by a previous
-	// process, and a submission it is not running itself is not running.
-	started time.Time
-	// gates pace the calls to each backend (throttling, circuit breaker).
-	gates map[string]*gate
 	// hub pushes task changes to subscriptions/listen streams.
 	hub *hub
 	// sessions follow the tasks of 2025-11-25 sessions (legacypush.go).
@@ -151,8 +148,6 @@ type Bridge struct {
 	// streamsEnd is closed by EndStreams: every stream ends gracefully.
 	streamsEnd     chan struct{}
 	streamsEndOnce sync.Once
-	// events are the backends that push job events, by name.
-	events map[string]*eventSource
 
 	// sealOnce makes sealAEAD, which seals task IDs for tasks/list.
 	sealOnce sync.Once
@@ -161,11 +156,8 @@ type Bridge struct {
 	// reload holds the catalog generations (reload.go).
 	reload reloadState
 
-	mu       sync.Mutex
-	closed   bool
-	inflight map[mapping.Key]int       // submissions this process holds (holdSubmission)
-	backoff  map[mapping.Key]time.Time // no backend poll (or lookup) before this time
-	lookups  map[mapping.Key]int       // lookups of an unsettled submission so far
+	mu     sync.Mutex
+	closed bool
 }
 
 // tool is a catalog tool with its resolved schema and adapter.
@@ -179,7 +171,7 @@ type tool struct {
 	revision string
 }
 
-// New builds a Bridge and starts its background sweep.
+// New builds a Bridge and starts its lifecycle's background sweep.
 func New(opts Options) (*Bridge, error) {
 	if opts.Catalog == nil || opts.Store == nil {
 		return nil, errors.New("bridge: Catalog and Store are required")
@@ -217,13 +209,7 @@ func New(opts Options) (*Bridge, error) {
 		adapters: opts.Adapters,
 		tools:    map[string]*tool{},
 		log:      opts.Logger,
-		inflight: map[mapping.Key]int{},
-		backoff:  map[mapping.Key]time.Time{},
-		lookups:  map[mapping.Key]int{},
-		replica:  opts.ReplicaID,
 		limits:   opts.Catalog.Limits,
-		started:  opts.Now(),
-		gates:    map[string]*gate{},
 		metrics:  newMetrics(),
 		tracer:   newTracer(opts.TracerProvider),
 		rates:    newRateLimits(),
@@ -233,7 +219,7 @@ func New(opts Options) (*Bridge, error) {
 	if b.limits == (catalog.Limits{}) {
 		b.limits.SetDefaults()
 	}
-	_, b.shared = opts.Store.(liveClaimer)
+	_, shared := opts.Store.(liveClaimer)
 	for _, ct := range opts.Catalog.Tools {
 		a := opts.Adapters[ct.Backend]
 		if a == nil {
@@ -256,42 +242,49 @@ func New(opts Options) (*Bridge, error) {
 		}
 		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
 		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
-		if b.gates[ct.Backend] == nil {
-			b.gates[ct.Backend] = newGate(ct.Backend, opts.Now)
-		}
 	}
 	b.streamLimits()
-	b.events = eventSources(opts.Adapters)
-	for name := range b.events {
-		for _, outcome := range eventOutcomes {
-			b.metrics.events.WithLabelValues(name, outcome)
-		}
-	}
 	b.server = b.newServer()
 	b.gen() // the first catalog generation (reload.go)
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(context.Background()))
+	keys, _ := opts.Store.(mapping.IdempotencyStore)
 	lc, err := lifecycle.New(lifecycle.Options{
-		Store:       b.store,
-		Results:     results{b: b},
-		Now:         opts.Now,
-		Logger:      b.log,
-		Context:     b.ctx,
-		CallTimeout: opts.CallTimeout,
-		Forwards:    true,
-		Shared:      b.shared,
-		Started:     b.started,
-		StaleClaim:  2*opts.CallTimeout + opts.SweepInterval,
+		Store:           b.store,
+		Results:         results{b: b},
+		Now:             opts.Now,
+		Logger:          b.log,
+		Context:         b.ctx,
+		CallTimeout:     opts.CallTimeout,
+		Forwards:        true,
+		Shared:          shared,
+		Started:         opts.Now(),
+		StaleClaim:      2*opts.CallTimeout + opts.SweepInterval,
+		Tools:           lifecycleTools{b: b},
+		Metrics:         lifecycleMetrics{m: b.metrics},
+		Adapters:        opts.Adapters,
+		IdempotencyKeys: keys,
+		SubmitTimeout:   opts.SubmitTimeout,
+		LookupBackoff:   opts.LookupBackoff,
+		SweepInterval:   opts.SweepInterval,
+		SweepLease:      opts.SweepLease,
+		SweepObserveAge: opts.SweepObserveAge,
+		ReplicaID:       opts.ReplicaID,
+		MaxInputWait:    b.limits.MaxInputWait,
 	})
 	if err != nil {
 		b.cancel()
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
 	b.lc = lc
+	for _, name := range lc.EventBackends() {
+		for _, outcome := range eventOutcomes {
+			b.metrics.events.WithLabelValues(name, outcome)
+		}
+	}
 	b.streamsEnd = make(chan struct{})
 	b.hub = newHub(b)
 	b.sessions = newLegacySessions(b)
-	b.wg.Add(1)
-	go b.sweepLoop()
+	lc.StartSweeping()
 	return b, nil
 }
 
@@ -308,6 +301,7 @@ func (b *Bridge) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	b.EndStreams()
+	b.lc.Close()
 	b.cancel()
 	b.wg.Wait()
 	b.hub.close()

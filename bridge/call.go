@@ -269,10 +269,10 @@ func (b *Bridge) runSync(ctx context.Context, t *tool, args map[string]any, req 
 	sreq := adapters.StartRequest{Tool: t.Name, Arguments: args, CorrelationID: newCorrelationID()}
 	// The submission itself must not be torn in half by a client that
 	// disconnects: run it on the bridge's lifetime, bounded.
-	ref, err := b.startJob(b.ctx, t, sreq, func(time.Duration, string) bool { return ctx.Err() == nil })
+	ref, err := b.lc.StartJob(b.ctx, t.lifecycleTool(), sreq, func(time.Duration, string) bool { return ctx.Err() == nil })
 	if err != nil {
 		switch {
-		case errors.Is(err, errSubmissionStopped):
+		case errors.Is(err, lifecycle.ErrSubmissionStopped):
 			return nil, requestCancelled("no job was submitted")
 		case errors.Is(err, adapters.ErrOutcomeUnknown):
 			return toolError("the backend %q may or may not have started the job (correlation ID %s): %s", t.Backend, sreq.CorrelationID, sanitize(err.Error(), 1024)), nil
@@ -569,243 +569,34 @@ func (b *Bridge) newTask(ctx context.Context, t *tool, args map[string]any, ttl 
 	}
 	// Hold the submission before the row exists: alone on its store, the
 	// sweep takes a submitting task nobody holds for one cut off by a crash.
-	b.holdSubmission(task.Key)
+	b.lc.HoldSubmission(task.Key)
 	// The store enforces both limits with the insert, so that they hold
 	// across the replicas sharing it.
 	limits := mapping.CreateLimits{MaxLive: b.limits.MaxLiveTasks, PerMinute: b.limits.CreatesPerMinute}
 	if err := b.createRow(ctx, task, limits); errors.As(err, new(*idempotentReuse)) { // idempotency.go
-		b.releaseSubmission(task.Key)
+		b.lc.ReleaseSubmission(task.Key)
 		id, task, early, err, _ := reused(err)
 		return id, task, early, err
 	} else if errors.Is(err, mapping.ErrLiveLimit) {
-		b.releaseSubmission(task.Key)
+		b.lc.ReleaseSubmission(task.Key)
 		b.metrics.reject("live_tasks")
 		return "", nil, toolError("you have %d unfinished tasks, the limit; wait for some to finish or cancel them (tasks/cancel)", b.limits.MaxLiveTasks), nil
 	} else if errors.Is(err, mapping.ErrRateLimit) {
-		b.releaseSubmission(task.Key)
+		b.lc.ReleaseSubmission(task.Key)
 		b.metrics.reject("create_rate")
 		return "", nil, toolError("too many tasks created: the limit is %d per minute; try again shortly", b.limits.CreatesPerMinute), nil
 	} else if err != nil {
-		b.releaseSubmission(task.Key)
+		b.lc.ReleaseSubmission(task.Key)
 		b.log.Error("creating task", "tool", t.Name, "error", err)
 		return "", nil, nil, internalError("the task could not be stored")
 	}
 	b.log.Info("task created", "task", shortKey(task.Key), "tool", t.Name, "backend", t.Backend)
 	if task.Phase == mapping.PhaseSubmitting {
-		b.startSubmit(task, args)
+		b.lc.StartSubmit(task, args)
 	} else {
-		b.releaseSubmission(task.Key)
+		b.lc.ReleaseSubmission(task.Key)
 	}
 	return id, task, nil, nil
-}
-
-// holdSubmission records that this process intends to submit the task's
-// job, so that no tasks/get or sweep takes the task for a submission cut off
-// by a crash and reconciles it meanwhile. Each hold is released by
-// releaseSubmission, or by the submission that startSubmit runs.
-func (b *Bridge) holdSubmission(k mapping.Key) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.inflight[k]++
-}
-
-func (b *Bridge) releaseSubmission(k mapping.Key) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.inflight[k]--; b.inflight[k] <= 0 {
-		delete(b.inflight, k)
-	}
-}
-
-// startSubmit submits the task's job in the background, on the bridge's
-// lifetime. The caller holds the submission (holdSubmission); the hold is
-// released when the submission ends.
-func (b *Bridge) startSubmit(task *mapping.Task, args map[string]any) {
-	if !b.goBackground(func() {
-		defer b.releaseSubmission(task.Key)
-		b.submit(task, args)
-	}) {
-		// Closing: the task stays submitting and the next process
-		// reconciles it.
-		b.releaseSubmission(task.Key)
-	}
-}
-
-func (b *Bridge) isInflight(k mapping.Key) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.inflight[k] > 0
-}
-
-// submit sends the one submission of a task and has the lifecycle record its
-// outcome. A throttled submission created no job; it is sent again after the
-// pause the backend asked for, while the submit timeout allows.
-func (b *Bridge) submit(task *mapping.Task, args map[string]any) {
-	t := b.toolOf(task)
-	if t == nil {
-		b.lc.End(task, lifecycle.Failed("tool "+task.Tool+" is no longer in the catalog"))
-		return
-	}
-	req := adapters.StartRequest{Tool: task.Tool, Arguments: args, CorrelationID: task.CorrelationID}
-	ref, err := b.startJob(b.ctx, t, req, func(wait time.Duration, reason string) bool {
-		// Say why the task waits, and stop if the user cancelled meanwhile.
-		return b.lc.SubmitWaiting(task, wait, reason)
-	})
-	switch {
-	case err == nil:
-		b.recordJob(task, ref)
-	case errors.Is(err, errSubmissionStopped):
-		// Cancelled while waiting, or the bridge is closing.
-	case errors.Is(err, adapters.ErrOutcomeUnknown):
-		b.log.Info("submission outcome unknown; reconciling", "task", shortKey(task.Key), "correlation", task.CorrelationID)
-		b.reconcile(task)
-	case errors.Is(err, adapters.ErrJobUnaddressable):
-		msg := fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
-		b.log.Error("backend accepted the job but its answer cannot be used", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
-		b.lc.End(task, lifecycle.Failed(msg))
-	default:
-		if _, throttled := adapters.RetryAfter(err); throttled {
-			b.log.Info("submission throttled past the submit timeout", "task", shortKey(task.Key))
-		} else {
-			b.log.Info("backend refused the job", "task", shortKey(task.Key), "class", adapters.ProblemOf(err).Class)
-		}
-		text := lifecycle.Refusal(task.Backend, err)
-		b.lc.End(task, lifecycle.Completed(text, toolResultText(text, true)))
-	}
-}
-
-// errSubmissionStopped is returned by startJob when its waiting was stopped.
-var errSubmissionStopped = errors.New("submission stopped")
-
-// startJob submits a job once, and again after each throttling answer (which
-// certainly created no job) while SubmitTimeout allows, pacing itself by the
-// backend's gate. waiting is told of each pause before it begins; returning
-// false stops the submission with errSubmissionStopped. The last throttling
-// error is returned when the time is up.
-func (b *Bridge) startJob(ctx context.Context, t *tool, req adapters.StartRequest, waiting func(wait time.Duration, reason string) bool) (adapters.JobRef, error) {
-	deadline := b.opts.Now().Add(b.opts.SubmitTimeout)
-	g := b.gateOf(t.Backend)
-	for attempt := 1; ; attempt++ {
-		var wait time.Duration
-		var reason string
-		if ok, until, why := g.allow(); !ok {
-			wait, reason = until.Sub(b.opts.Now()), why
-		} else {
-			// The request's own deadline runs on the real clock; the
-			// budget is measured on the bridge's (Options.Now).
-			sctx, cancel := context.WithTimeout(ctx, deadline.Sub(b.opts.Now()))
-			ref, err := t.adapter.Start(sctx, req)
-			cancel()
-			d, throttled := adapters.RetryAfter(err)
-			if !throttled {
-				g.done(nil)
-				return ref, err
-			}
-			g.done(err)
-			b.metrics.throttled.WithLabelValues(t.Backend).Inc()
-			wait = max(d, lifecycle.Jitter(lifecycle.Backoff(time.Second, attempt, 30*time.Second)))
-			reason = fmt.Sprintf("the backend %q is throttling submissions", t.Backend)
-			if b.opts.Now().Add(wait).After(deadline) {
-				return adapters.JobRef{}, &lifecycle.ThrottledStart{After: b.opts.SubmitTimeout, Err: err}
-			}
-		}
-		if b.opts.Now().Add(wait).After(deadline) {
-			return adapters.JobRef{}, &lifecycle.ThrottledStart{After: b.opts.SubmitTimeout, Reason: reason, Err: adapters.ErrThrottled}
-		}
-		if waiting != nil && !waiting(wait, reason) {
-			return adapters.JobRef{}, errSubmissionStopped
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return adapters.JobRef{}, errSubmissionStopped
-		case <-timer.C:
-		}
-	}
-}
-
-// recordJob has the lifecycle store the job reference of a submitted task,
-// and forwards a cancel that arrived while the submission was in flight.
-func (b *Bridge) recordJob(task *mapping.Task, ref adapters.JobRef) {
-	updated, forward, err := b.lc.RecordJob(task, ref)
-	if err != nil {
-		b.log.Error("recording job", "task", shortKey(task.Key), "job", ref.ID, "error", err)
-		return
-	}
-	b.mu.Lock()
-	delete(b.lookups, task.Key)
-	b.mu.Unlock()
-	b.log.Info("job submitted", "task", shortKey(task.Key), "job", ref.ID)
-	if forward {
-		b.forwardCancel(updated)
-	}
-}
-
-// reconcile settles a task whose submission has an unknown outcome: through
-// the adapter's Finder where it has one, else as failed with the correlation
-// ID, so that an operator can look for the job. It never submits again.
-func (b *Bridge) reconcile(task *mapping.Task) {
-	t := b.toolOf(task)
-	msg := fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job; look for correlation ID %s", task.Backend, task.CorrelationID)
-	if t != nil {
-		if f, ok := t.adapter.(adapters.Finder); ok {
-			ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
-			req := adapters.StartRequest{Tool: task.Tool, CorrelationID: task.CorrelationID, SubmittedAt: task.CreatedAt}
-			if task.SubmittedAt != nil {
-				req.SubmittedAt = *task.SubmittedAt
-			}
-			if len(task.Args) > 0 {
-				json.Unmarshal(task.Args, &req.Arguments)
-			}
-			ref, found, err := f.Find(ctx, req)
-			cancel()
-			switch {
-			case err == nil && found:
-				b.log.Info("reconciled: job found", "task", shortKey(task.Key), "job", ref.ID)
-				b.recordJob(task, ref)
-				return
-			case err == nil:
-				msg = fmt.Sprintf("the job was not created: the backend %q has no job with correlation ID %s", task.Backend, task.CorrelationID)
-			case errors.Is(err, adapters.ErrJobUnaddressable):
-				// Found, but its reference cannot be used: say so, and how
-				// to find the job.
-				msg = fmt.Sprintf("%s; the job probably exists: look for correlation ID %s on %q and stop it if it should not run", sanitize(err.Error(), 1024), task.CorrelationID, task.Backend)
-				b.log.Error("reconciled job cannot be addressed", "task", shortKey(task.Key), "correlation", task.CorrelationID, "error", err)
-			case errors.Is(err, adapters.ErrNotListedYet):
-				// Too early to tell: the backend's listing lags. Look again
-				// later, with backoff; the adapter decides when its listing
-				// has caught up.
-				b.log.Info("reconcile: job not listed yet; looking again later", "task", shortKey(task.Key), "correlation", task.CorrelationID)
-				b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: the job is not listed by %q yet (its listing lags); looking again for correlation ID %s", task.Backend, task.CorrelationID), nil)
-				return
-			case !errors.Is(err, errors.ErrUnsupported):
-				// The lookup itself failed: try again later, unless the task
-				// has been unsettled for long.
-				if b.opts.Now().Sub(task.CreatedAt) < 10*b.opts.SubmitTimeout {
-					b.log.Warn("reconcile lookup failed; will retry", "task", shortKey(task.Key), "error", err)
-					b.lookAgainLater(task, fmt.Sprintf("submission outcome unknown: looking the job up on %q failed (%s); trying again for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID), err)
-					return
-				}
-				msg = fmt.Sprintf("submission outcome unknown: the backend %q may or may not have created the job, and looking it up kept failing (%s); look for correlation ID %s", task.Backend, lifecycle.Words(err), task.CorrelationID)
-			}
-		}
-	}
-	b.forget(task.Key)
-	b.lc.End(task, lifecycle.Failed(msg))
-}
-
-// lookAgainLater paces the lookups of a submission whose outcome is not
-// settled yet: doubling from LookupBackoff up to 15 times it, per task, with
-// jitter, and says in the status message (msg) that the task is still being
-// settled, and why (problem: the failed lookup, if one failed).
-func (b *Bridge) lookAgainLater(task *mapping.Task, msg string, problem error) {
-	b.mu.Lock()
-	n := b.lookups[task.Key] + 1
-	b.lookups[task.Key] = n
-	b.mu.Unlock()
-	b.setBackoff(task.Key, lifecycle.Jitter(lifecycle.Backoff(b.opts.LookupBackoff, n, 15*b.opts.LookupBackoff)))
-	b.lc.Settling(task, msg, problem)
 }
 
 func quoteList(names []string) string {

@@ -2,4 +2,4 @@ package bridge
 
 // Sweep runs one background sweep now and returns when it is over, for
 // tests that count what a sweep does.
-func (b *Bridge) Sweep() { b.sweep() }
+func (b *Bridge) Sweep() { b.lc.Sweep() }

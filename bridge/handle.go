@@ -487,7 +487,7 @@ func (b *Bridge) runWithHandle(ctx context.Context, t *tool, args map[string]any
 		cur, err := b.store.Get(rctx, task.Key, task.Principal, b.opts.Now())
 		cancel()
 		if err == nil {
-			task = b.refresh(ctx, cur, b.opts.ObserveBudget)
+			task = b.lc.Refresh(ctx, cur, b.opts.ObserveBudget)
 		}
 		switch {
 		case task.Status.Terminal():

@@ -231,18 +231,6 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 	}
 }
 
-// purgeIdempotencyKeys deletes the expired idempotency keys; the sweep
-// calls it with PurgeExpired.
-func (b *Bridge) purgeIdempotencyKeys(ctx context.Context) {
-	is, ok := b.opts.Store.(mapping.IdempotencyStore)
-	if !ok {
-		return
-	}
-	if _, err := is.PurgeIdempotencyKeys(ctx, b.opts.Now()); err != nil {
-		b.log.Warn("purging idempotency keys", "error", err)
-	}
-}
-
 // hasCallKey reports whether a synchronous call has an idempotency key (or
 // a key that is refused: runSyncIdempotent then says why).
 func (b *Bridge) hasCallKey(ctx context.Context, t *tool, args map[string]any) bool {
@@ -294,7 +282,7 @@ func (b *Bridge) runSyncIdempotent(ctx context.Context, t *tool, args map[string
 		if err != nil {
 			return nil, internalError("the task of this call could not be read")
 		}
-		task = b.refresh(ctx, cur, b.opts.ObserveBudget)
+		task = b.lc.Refresh(ctx, cur, b.opts.ObserveBudget)
 		if task.Status.Terminal() {
 			return syncOutcome(task)
 		}

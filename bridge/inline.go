@@ -59,7 +59,7 @@ func (b *Bridge) inlineResult(ctx context.Context, t *tool, id string, row **map
 		if err != nil {
 			return nil, nil, false // the task answers for itself
 		}
-		task = b.refresh(ctx, cur, b.opts.ObserveBudget)
+		task = b.lc.Refresh(ctx, cur, b.opts.ObserveBudget)
 		*row = task
 	}
 }

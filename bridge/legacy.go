@@ -475,7 +475,7 @@ func (b *Bridge) legacyCancel(ctx context.Context, req mcp.Request) (mcp.Result,
 		b.log.Error("recording cancel", "task", shortKey(task.Key), "error", err)
 		return nil, internalError("the cancel could not be recorded")
 	}
-	b.forget(task.Key)
+	b.lc.Forget(task.Key)
 	return legacyTaskOf(b.fields(p.TaskID, updated)), nil
 }
 
@@ -565,7 +565,7 @@ func (b *Bridge) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *task
 	lastProgress := time.Now()
 	asked := map[string]bool{}
 	for {
-		task = b.refresh(ctx, task, b.opts.ObserveBudget)
+		task = b.lc.Refresh(ctx, task, b.opts.ObserveBudget)
 		if task.Status.Terminal() {
 			return b.legacyOutcome(p.TaskID, task)
 		}

@@ -242,35 +242,6 @@ func (m *metrics) sweepDone(took time.Duration, due, observed int) {
 	m.sweepLast.Set(float64(time.Now().UnixNano()) / 1e9)
 }
 
-// backendOutcome classifies an adapter call's error into a bounded set of
-// outcomes. The adapters' sentinels come first: an outcome-unknown error
-// may also wrap a deadline.
-func backendOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, adapters.ErrThrottled):
-		return "throttled"
-	case errors.Is(err, adapters.ErrOutcomeUnknown):
-		return "outcome_unknown"
-	case errors.Is(err, adapters.ErrJobUnaddressable):
-		return "unaddressable"
-	case errors.Is(err, adapters.ErrAlreadyFinished):
-		return "already_finished"
-	case errors.Is(err, adapters.ErrCancelRefused):
-		return "refused"
-	case errors.Is(err, adapters.ErrNotListedYet):
-		return "not_listed_yet"
-	case errors.Is(err, errors.ErrUnsupported):
-		return "unsupported"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	}
-	return "error"
-}
-
 // storeOutcome classifies a store call's error.
 func storeOutcome(err error) string {
 	switch {

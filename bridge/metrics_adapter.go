@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 )
 
 // meteredAdapter wraps a backend's adapter at the bridge's calls into it:
@@ -97,7 +98,7 @@ func (w *meteredAdapter) Start(ctx context.Context, req adapters.StartRequest) (
 	ctx, span := w.begin(ctx, "start")
 	start := time.Now()
 	ref, err := w.a.Start(ctx, req)
-	outcome := backendOutcome(err)
+	outcome := lifecycle.CallOutcome(err)
 	w.done(span, "start", start, outcome)
 	w.failed("start", outcome, err)
 	return ref, err
@@ -107,7 +108,7 @@ func (w *meteredAdapter) Poll(ctx context.Context, refs []adapters.JobRef) ([]ad
 	ctx, span := w.begin(ctx, "poll")
 	start := time.Now()
 	obs, err := w.a.Poll(ctx, refs)
-	outcome := backendOutcome(err)
+	outcome := lifecycle.CallOutcome(err)
 	w.done(span, "poll", start, outcome)
 	w.failed("poll", outcome, err, jobIDs(refs)...)
 	return obs, err
@@ -117,7 +118,7 @@ func (w *meteredAdapter) Cancel(ctx context.Context, ref adapters.JobRef) error 
 	ctx, span := w.begin(ctx, "cancel")
 	start := time.Now()
 	err := w.a.Cancel(ctx, ref)
-	outcome := backendOutcome(err)
+	outcome := lifecycle.CallOutcome(err)
 	w.done(span, "cancel", start, outcome)
 	w.failed("cancel", outcome, err, ref.ID)
 	return err
@@ -139,7 +140,7 @@ func (w *meteredAdapter) respond(ctx context.Context, ref adapters.JobRef, answe
 	ctx, span := w.begin(ctx, "respond")
 	start := time.Now()
 	err := r.Respond(ctx, ref, answers)
-	outcome := backendOutcome(err)
+	outcome := lifecycle.CallOutcome(err)
 	w.done(span, "respond", start, outcome)
 	w.failed("respond", outcome, err, ref.ID)
 	return err
@@ -153,7 +154,7 @@ func (w *meteredAdapter) find(ctx context.Context, req adapters.StartRequest) (a
 	ctx, span := w.begin(ctx, "find")
 	start := time.Now()
 	ref, found, err := f.Find(ctx, req)
-	outcome := backendOutcome(err)
+	outcome := lifecycle.CallOutcome(err)
 	if err == nil && !found {
 		outcome = "not_found"
 	}

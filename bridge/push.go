@@ -257,7 +257,7 @@ func (h *hub) observeLoop() {
 		}
 		h.mu.Unlock()
 		for _, t := range rows {
-			if !h.b.needsRefresh(t) {
+			if !h.b.lc.NeedsRefresh(t) {
 				continue
 			}
 			select {
@@ -267,7 +267,7 @@ func (h *hub) observeLoop() {
 			}
 			go func() {
 				defer func() { <-sem }()
-				if cur := h.b.refresh(h.b.ctx, t, 0); cur != nil {
+				if cur := h.b.lc.Refresh(h.b.ctx, t, 0); cur != nil {
 					h.keep(cur)
 				}
 			}()
@@ -332,7 +332,7 @@ func (h *hub) open(ctx context.Context, s *stream, ids []string) ([]string, erro
 				}
 				return
 			}
-			rows[i] = h.b.refresh(ctx, t, h.b.opts.ObserveBudget)
+			rows[i] = h.b.lc.Refresh(ctx, t, h.b.opts.ObserveBudget)
 		})
 	}
 	wg.Wait()

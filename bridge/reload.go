@@ -48,7 +48,6 @@ import (
 type generation struct {
 	cat   *catalog.Catalog
 	tools map[string]*tool
-	gates map[string]*gate
 }
 
 // reloadState is the Bridge's record of its generations.
@@ -72,7 +71,7 @@ const (
 // first Reload).
 func (b *Bridge) gen() *generation {
 	b.reload.once.Do(func() {
-		g := &generation{cat: b.cat, tools: b.tools, gates: b.gates}
+		g := &generation{cat: b.cat, tools: b.tools}
 		b.reload.current.Store(g)
 		b.reload.byRevision.Store(b.cat.Revision, g)
 		b.reload.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -106,9 +105,6 @@ func (b *Bridge) toolOf(t *mapping.Task) *tool {
 	return cur.tools[t.Tool]
 }
 
-// gateOf returns the gate of the backend called name.
-func (b *Bridge) gateOf(name string) *gate { return b.gen().gates[name] }
-
 // revisionOf is the catalog revision a new task of t records.
 func (b *Bridge) revisionOf(t *tool) string {
 	if t.revision != "" {
@@ -141,7 +137,7 @@ func (b *Bridge) Reload(cat *catalog.Catalog, adapterSet map[string]adapters.Ada
 		b.reload.reloads.WithLabelValues(ReloadUnchanged).Inc()
 		return nil
 	}
-	next := &generation{cat: cat, tools: map[string]*tool{}, gates: map[string]*gate{}}
+	next := &generation{cat: cat, tools: map[string]*tool{}}
 	metered := map[string]adapters.Adapter{}
 	var errs []error
 	for _, ct := range cat.Tools {
@@ -160,25 +156,10 @@ func (b *Bridge) Reload(cat *catalog.Catalog, adapterSet map[string]adapters.Ada
 		}
 		t.revision = cat.Revision
 		next.tools[ct.Name] = t
-		if next.gates[ct.Backend] == nil {
-			// A backend's pacing (throttling, circuit breaker) survives a
-			// reload: it is the backend's state, not the catalog's.
-			next.gates[ct.Backend] = cur.gates[ct.Backend]
-			if next.gates[ct.Backend] == nil {
-				next.gates[ct.Backend] = newGate(ct.Backend, b.opts.Now)
-			}
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		b.reload.reloads.WithLabelValues(ReloadFailed).Inc()
 		return fmt.Errorf("the catalog %s cannot be served, the current one stays: %w", cat.File, err)
-	}
-	// Gates of backends only earlier generations use stay reachable for
-	// their tasks.
-	for name, g := range cur.gates {
-		if next.gates[name] == nil {
-			next.gates[name] = g
-		}
 	}
 	for _, t := range next.tools {
 		b.metrics.knowTool(t.Name, t.Backend, t.Task != catalog.TaskNever)

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -221,4 +222,28 @@ func (l *Lifecycle) AnswersUndelivered(task *mapping.Task, keys map[string]adapt
 		compose(t, nil, now)
 		return true
 	})
+}
+
+// DeliverAnswers sends answers to the backend. The keys were already marked
+// answered by a conditional write, so they are delivered once; if delivery
+// fails they are asked again.
+func (l *Lifecycle) DeliverAnswers(task *mapping.Task, answers map[string]adapters.Answer) {
+	tl := l.toolOf(task)
+	var ref adapters.JobRef
+	if tl == nil || json.Unmarshal(task.JobRef, &ref) != nil {
+		return
+	}
+	r, ok := tl.Adapter.(adapters.Responder)
+	if !ok {
+		l.log.Warn("backend asked for input but its adapter cannot deliver answers", "backend", task.Backend)
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.CallTimeout)
+	err := r.Respond(ctx, ref, answers)
+	cancel()
+	if err == nil {
+		return
+	}
+	l.log.Debug("delivering answers", "task", ShortKey(task.Key), "job", ref.ID, "error", err)
+	l.AnswersUndelivered(task, answers)
 }

@@ -1,9 +1,13 @@
-// Package lifecycle owns a task's life: it creates the task's row, records
-// each observation of its job (polled or pushed, through one path, where the
-// first terminal observation wins), the answers to its input requests, its
-// cancel (the intent, each attempt to forward it, its backoff) and its end.
-// It is the only code that writes a task row: the MCP side (package bridge)
-// and the store CLI (jobbridge tasks cancel) call it.
+// Package lifecycle owns a task's life: it creates the task's row, submits
+// its job (once; again only after a throttling answer, which created none)
+// and reconciles a submission whose outcome is unknown, observes the job
+// (polls through the backend's gate, shared between concurrent callers; the
+// background sweep, which batches them; events the backend pushes), records
+// the answers to its input requests, forwards its cancel (the intent, each
+// attempt, its backoff) and ends it. Polled or pushed, every observation
+// takes one path, where the first terminal observation wins. It is the only
+// code that writes a task row: the MCP side (package bridge) and the store
+// CLI (jobbridge tasks cancel) call it.
 //
 // A task's state is typed and durable in its row (mapping.Task): the cancel
 // intent and its attempts, the last problem of the observation path, the
@@ -11,8 +15,12 @@
 // ever observed. The status message is written from that state at every
 // write and never read back.
 //
-// The package knows nothing of MCP: the tool results it stores are rendered
-// by a Results value its caller injects.
+// Each backend's gate paces every call made to it (a throttling pause, a
+// circuit breaker); it is the backend's state and outlives catalog reloads.
+//
+// The package knows nothing of MCP: its caller injects the tool results it
+// stores (Results), each task's tool and adapter (Tools) and where its
+// counts go (Metrics).
 package lifecycle
 
 import (
@@ -21,9 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/catalog"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -66,14 +78,118 @@ type Options struct {
 	// StaleClaim is how long a cancel claim may stay unconfirmed before
 	// another attempt takes it over. Default 40s.
 	StaleClaim time.Duration
+
+	// The observation side (polls, submissions, cancels forwarded, the
+	// sweep, events) needs the fields below; a tool that only records
+	// (the store CLI) leaves them unset.
+
+	// Tools finds each task's tool. Required to observe, submit, forward
+	// cancels and sweep.
+	Tools Tools
+	// Metrics counts what the observation side does. Default: nothing.
+	Metrics Metrics
+	// Adapters are the backends' adapters by name: those that push job
+	// events (adapters.EventSource, with events on) accept them.
+	Adapters map[string]adapters.Adapter
+	// IdempotencyKeys, when set, is where the sweep purges expired
+	// idempotency keys.
+	IdempotencyKeys mapping.IdempotencyStore
+	// SubmitTimeout bounds one submission, its retries after throttling
+	// included; a submission unsettled after it on a shared store is
+	// reconciled. Default 30s.
+	SubmitTimeout time.Duration
+	// LookupBackoff is the first pause between lookups of a submission
+	// whose outcome is not settled yet; it doubles up to 15 times its
+	// value. Default 2s.
+	LookupBackoff time.Duration
+	// SweepInterval is how often the background sweep runs. Default 10s.
+	SweepInterval time.Duration
+	// SweepLease is how long this process holds the tasks a sweep claimed
+	// from a shared store. Default three sweep intervals.
+	SweepLease time.Duration
+	// SweepObserveAge is how old a live task's last observation may get
+	// before the sweep observes it (see Sweep). Default 1m.
+	SweepObserveAge time.Duration
+	// ReplicaID names this process in sweep leases.
+	ReplicaID string
+	// MaxInputWait is how long a task may wait for an answer before the
+	// sweep ends it (ExpireInput). Zero: no limit.
+	MaxInputWait time.Duration
 }
 
-// Lifecycle writes task rows. It is safe for concurrent use.
+// Tool is what the lifecycle needs of a task's tool: its catalog entry
+// (backend, refresh interval, missing grace) and its backend's adapter.
+type Tool struct {
+	*catalog.Tool
+	Adapter adapters.Adapter
+}
+
+// Tools finds the tools tasks run under (the bridge keeps them, across
+// catalog reloads).
+type Tools interface {
+	// ToolOf returns the tool task t runs under, or false when there is
+	// none.
+	ToolOf(t *mapping.Task) (Tool, bool)
+	// Current returns the current catalog's tools.
+	Current() []Tool
+}
+
+// Metrics counts what the observation side does (the bridge exports them).
+type Metrics interface {
+	// Throttled counts a throttling answer of a backend.
+	Throttled(backend string)
+	// CancelForwarded counts one attempt to forward a cancel, by its answer.
+	CancelForwarded(backend string, err error)
+	// CancelAttempt counts the attempt-th cancel sent for one task.
+	CancelAttempt(backend string, attempt int)
+	// CancelDeferred counts a cancel not sent yet: the backend's gate is
+	// paused.
+	CancelDeferred(backend string)
+	// ObserveBudgetSpent counts a Refresh that stopped waiting for the
+	// backend.
+	ObserveBudgetSpent(tool string)
+	// SweepDone records one sweep: its wall time, the tasks it found due
+	// for observation and those it observed.
+	SweepDone(took time.Duration, due, observed int)
+	// InputExpired counts a task ended because nobody answered it in time.
+	InputExpired()
+}
+
+// noMetrics counts nothing.
+type noMetrics struct{}
+
+func (noMetrics) Throttled(string)                  {}
+func (noMetrics) CancelForwarded(string, error)     {}
+func (noMetrics) CancelAttempt(string, int)         {}
+func (noMetrics) CancelDeferred(string)             {}
+func (noMetrics) ObserveBudgetSpent(string)         {}
+func (noMetrics) SweepDone(time.Duration, int, int) {}
+func (noMetrics) InputExpired()                     {}
+
+// Lifecycle writes task rows, and asks the backends what it writes. It is
+// safe for concurrent use.
 type Lifecycle struct {
-	opts  Options
-	store mapping.Store
-	log   *slog.Logger
-	ctx   context.Context
+	opts    Options
+	store   mapping.Store
+	log     *slog.Logger
+	metrics Metrics
+	// ctx is the lifetime of the writes and of the background work (polls,
+	// submissions, cancels, the sweep); Close ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// polls shares one backend call between concurrent refreshes of a task.
+	polls singleflight.Group
+	// events are the backends that push job events, by name.
+	events map[string]*eventSource
+
+	mu       sync.Mutex
+	closed   bool
+	gates    map[string]*Gate          // per backend (throttling, breaker)
+	inflight map[mapping.Key]int       // submissions this process holds
+	backoff  map[mapping.Key]time.Time // no backend poll (or lookup) before this time
+	lookups  map[mapping.Key]int       // lookups of an unsettled submission so far
 }
 
 // New returns a Lifecycle.
@@ -101,7 +217,83 @@ func New(opts Options) (*Lifecycle, error) {
 	if opts.Started.IsZero() {
 		opts.Started = opts.Now()
 	}
-	return &Lifecycle{opts: opts, store: opts.Store, log: opts.Logger, ctx: opts.Context}, nil
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	setDefault(&opts.SubmitTimeout, 30*time.Second)
+	setDefault(&opts.LookupBackoff, 2*time.Second)
+	setDefault(&opts.SweepInterval, 10*time.Second)
+	setDefault(&opts.SweepObserveAge, time.Minute)
+	setDefault(&opts.SweepLease, 3*opts.SweepInterval)
+	l := &Lifecycle{
+		opts:     opts,
+		store:    opts.Store,
+		log:      opts.Logger,
+		metrics:  opts.Metrics,
+		events:   eventSources(opts.Adapters),
+		gates:    map[string]*Gate{},
+		inflight: map[mapping.Key]int{},
+		backoff:  map[mapping.Key]time.Time{},
+		lookups:  map[mapping.Key]int{},
+	}
+	l.ctx, l.cancel = context.WithCancel(opts.Context)
+	return l, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Close stops the background work (polls, submissions, cancels, the sweep)
+// and waits for it; writes made after it fail. It cancels no backend job:
+// tasks survive the process, and a submission it cut off is reconciled by
+// the next.
+func (l *Lifecycle) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+}
+
+// goBackground runs fn on the lifecycle's lifetime, tracked by Close. It
+// reports false, and does not run fn, once the lifecycle is closing.
+func (l *Lifecycle) goBackground(fn func()) bool {
+	if !l.enter() {
+		return false
+	}
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Gate returns the gate of the backend called name: a backend's pacing
+// outlives catalog reloads, it is the backend's state.
+func (l *Lifecycle) Gate(name string) *Gate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gates[name]
+	if g == nil {
+		g = NewGate(name, l.opts.Now)
+		l.gates[name] = g
+	}
+	return g
+}
+
+// toolOf returns the tool task t runs under, or nil.
+func (l *Lifecycle) toolOf(t *mapping.Task) *Tool {
+	if l.opts.Tools == nil {
+		return nil
+	}
+	tl, ok := l.opts.Tools.ToolOf(t)
+	if !ok {
+		return nil
+	}
+	return &tl
 }
 
 // ErrTerminal is returned by a write to a task that has ended: its row is

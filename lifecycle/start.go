@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -63,4 +65,34 @@ func advice(class adapters.ProblemClass) string {
 		return "The backend's answer could not be read as the catalog says; its operator should check the tool's start block."
 	}
 	return "No job was created; check the arguments and call again, or ask the backend's operator."
+}
+
+// CallOutcome classifies an adapter call's error into a bounded set of
+// outcomes (the outcome label of the backend metrics, the class of a
+// failed call's log line). The adapters' sentinels come first: an outcome-unknown error
+// may also wrap a deadline.
+func CallOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, adapters.ErrThrottled):
+		return "throttled"
+	case errors.Is(err, adapters.ErrOutcomeUnknown):
+		return "outcome_unknown"
+	case errors.Is(err, adapters.ErrJobUnaddressable):
+		return "unaddressable"
+	case errors.Is(err, adapters.ErrAlreadyFinished):
+		return "already_finished"
+	case errors.Is(err, adapters.ErrCancelRefused):
+		return "refused"
+	case errors.Is(err, adapters.ErrNotListedYet):
+		return "not_listed_yet"
+	case errors.Is(err, errors.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
 }

@@ -1,4 +1,4 @@
-package bridge
+package lifecycle
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/jobbridge/jobbridge/adapters"
-	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -35,7 +34,7 @@ const (
 	sweepWrites = 16
 )
 
-// sweep purges expired tasks, reconciles interrupted submissions, retries
+// Sweep purges expired tasks, reconciles interrupted submissions, retries
 // unforwarded cancels, ends tasks whose input waited too long, and observes
 // live tasks that no client is polling, so that an outcome is captured
 // before a backend forgets the job.
@@ -47,39 +46,43 @@ const (
 // calls a second and sweepPollsInFlight at once, through the backend's gate:
 // once the gate pauses (a throttling answer, an open breaker), the sweep
 // sends that backend nothing more. Each observation is applied as a polled
-// one is ([Bridge.record]).
+// one is ([Lifecycle.record]).
 //
 // The sweep pages through the store until it reaches tasks observed more
 // recently than any tool's due age, or until the sweep interval is over: a
 // sweep that could not cover every due task leaves the rest, oldest first,
 // to the next.
-func (b *Bridge) sweep() {
+func (l *Lifecycle) Sweep() {
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.SweepInterval)
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.SweepInterval)
 	defer cancel()
-	if n, err := b.store.PurgeExpired(ctx, b.opts.Now()); err != nil {
-		b.log.Warn("purging expired tasks", "error", err)
+	if n, err := l.store.PurgeExpired(ctx, l.opts.Now()); err != nil {
+		l.log.Warn("purging expired tasks", "error", err)
 	} else if n > 0 {
-		b.log.Info("purged expired tasks", "count", n)
+		l.log.Info("purged expired tasks", "count", n)
 	}
-	b.purgeIdempotencyKeys(ctx) // idempotency.go
-	s := &sweepRun{b: b, ctx: ctx, now: b.opts.Now(), seen: map[mapping.Key]bool{}, backends: map[string]*sweepBackend{}}
-	s.claimer, _ = b.store.(liveClaimer)
+	if is := l.opts.IdempotencyKeys; is != nil {
+		if _, err := is.PurgeIdempotencyKeys(ctx, l.opts.Now()); err != nil {
+			l.log.Warn("purging idempotency keys", "error", err)
+		}
+	}
+	s := &sweepRun{l: l, ctx: ctx, now: l.opts.Now(), seen: map[mapping.Key]bool{}, backends: map[string]*sweepBackend{}}
+	s.claimer, _ = l.store.(liveClaimer)
 	s.minDue = -1
-	for _, tl := range b.currentTools() {
-		if d := s.dueAge(nil, tl); s.minDue < 0 || d < s.minDue {
+	for _, tl := range l.opts.Tools.Current() {
+		if d := s.dueAge(nil, &tl); s.minDue < 0 || d < s.minDue {
 			s.minDue = d
 		}
 	}
 	s.run()
 	s.flush()
 	s.wg.Wait()
-	b.metrics.sweepDone(time.Since(began), s.due, int(s.observed.Load()))
+	l.metrics.SweepDone(time.Since(began), s.due, int(s.observed.Load()))
 }
 
 // sweepRun is one sweep in progress.
 type sweepRun struct {
-	b   *Bridge
+	l   *Lifecycle
 	ctx context.Context
 	// now is the sweep's start: due ages are measured from it.
 	now time.Time
@@ -106,7 +109,7 @@ type sweepRun struct {
 type sweepBackend struct {
 	name    string
 	adapter adapters.Adapter
-	gate    *gate
+	gate    *Gate
 	size    int
 	limiter *rate.Limiter
 	slots   chan struct{} // a slot per Poll in flight
@@ -119,23 +122,23 @@ type sweepBackend struct {
 // sweepItem is a due task with its tool and job reference.
 type sweepItem struct {
 	task *mapping.Task
-	tool *tool
+	tool *Tool
 	ref  adapters.JobRef
 }
 
 // dueAge is how old a task's observation must be for the sweep to observe
 // it (for a tool's tasks in general when t is nil).
-func (s *sweepRun) dueAge(t *mapping.Task, tl *tool) time.Duration {
+func (s *sweepRun) dueAge(t *mapping.Task, tl *Tool) time.Duration {
 	interval := tl.RefreshInterval
 	if t != nil {
-		interval = s.b.refreshInterval(t, tl)
+		interval = s.l.refreshInterval(t, tl)
 	}
-	return max(interval, s.b.opts.SweepObserveAge)
+	return max(interval, s.l.opts.SweepObserveAge)
 }
 
 // run reads the live tasks page by page and handles each one.
 func (s *sweepRun) run() {
-	b := s.b
+	l := s.l
 	for first := true; ; first = false {
 		if s.ctx.Err() != nil {
 			return
@@ -143,7 +146,7 @@ func (s *sweepRun) run() {
 		page, err := s.next()
 		if err != nil {
 			if s.ctx.Err() == nil || first {
-				b.log.Warn("listing live tasks", "error", err)
+				l.log.Warn("listing live tasks", "error", err)
 			}
 			return
 		}
@@ -158,7 +161,7 @@ func (s *sweepRun) run() {
 				// Every task after this one was observed later still.
 				last = true
 			}
-			if b.ctx.Err() != nil {
+			if l.ctx.Err() != nil {
 				return
 			}
 			s.handle(t)
@@ -175,30 +178,30 @@ func (s *sweepRun) run() {
 func (s *sweepRun) next() ([]*mapping.Task, error) {
 	if s.claimer != nil {
 		// The store uses the database clock for leases.
-		return s.claimer.ClaimLive(s.ctx, s.b.replica, time.Time{}, s.b.opts.SweepLease, sweepPage)
+		return s.claimer.ClaimLive(s.ctx, s.l.opts.ReplicaID, time.Time{}, s.l.opts.SweepLease, sweepPage)
 	}
 	before := len(s.seen) - int(s.advanced.Load())
-	return s.b.store.ListLive(s.ctx, s.b.opts.Now(), before+sweepPage)
+	return s.l.store.ListLive(s.ctx, s.l.opts.Now(), before+sweepPage)
 }
 
 // handle does what one live task needs from the sweep. Submissions,
 // cancels and expired inputs are handled at once, as before batching; a
 // due observation joins its backend's next batch.
 func (s *sweepRun) handle(t *mapping.Task) {
-	b := s.b
-	if b.inputExpired(t, s.now) {
-		b.expireInput(t)
+	l := s.l
+	if l.inputExpired(t, s.now) {
+		l.expireInput(t)
 		return
 	}
 	switch {
 	case t.Phase == mapping.PhaseSubmitting:
-		b.refresh(s.ctx, t, 0)
+		l.Refresh(s.ctx, t, 0)
 	case t.Phase == mapping.PhaseSubmitted && t.CancelRequestedAt != nil && t.CancelSentAt == nil:
 		// A pending cancel is forwarded when its next attempt is due
 		// (repeated ones back off); until then the job is observed.
-		if lifecycle.CancelDue(t, s.now) {
-			if cur, claimed := b.lc.ClaimCancel(t); claimed {
-				b.forwardCancel(cur)
+		if CancelDue(t, s.now) {
+			if cur, claimed := l.ClaimCancel(t); claimed {
+				l.ForwardCancel(cur)
 			}
 			return
 		}
@@ -211,9 +214,9 @@ func (s *sweepRun) handle(t *mapping.Task) {
 // observeDue adds a submitted task to its backend's next batch when its
 // observation is due.
 func (s *sweepRun) observeDue(t *mapping.Task) {
-	b := s.b
-	tl := b.toolOf(t)
-	if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || b.backedOff(t.Key, s.now) {
+	l := s.l
+	tl := l.toolOf(t)
+	if tl == nil || t.ObservedAt != nil && s.now.Sub(*t.ObservedAt) < s.dueAge(t, tl) || l.backedOff(t.Key, s.now) {
 		return
 	}
 	var ref adapters.JobRef
@@ -245,17 +248,17 @@ func (s *sweepRun) flush() {
 	}
 }
 
-func (s *sweepRun) backend(tl *tool) *sweepBackend {
+func (s *sweepRun) backend(tl *Tool) *sweepBackend {
 	be := s.backends[tl.Backend]
 	if be == nil {
 		size := defaultBatchSize
-		if bs, ok := tl.adapter.(adapters.Batcher); ok && bs.BatchSize() > 0 {
+		if bs, ok := tl.Adapter.(adapters.Batcher); ok && bs.BatchSize() > 0 {
 			size = bs.BatchSize()
 		}
 		be = &sweepBackend{
 			name:    tl.Backend,
-			adapter: tl.adapter,
-			gate:    s.b.gateOf(tl.Backend),
+			adapter: tl.Adapter,
+			gate:    s.l.Gate(tl.Backend),
 			size:    size,
 			limiter: rate.NewLimiter(sweepPollRate, sweepPollsInFlight),
 			slots:   make(chan struct{}, sweepPollsInFlight),
@@ -279,13 +282,13 @@ func (s *sweepRun) send(be *sweepBackend) {
 		<-be.slots
 		return
 	}
-	if !s.b.enter() {
+	if !s.l.enter() {
 		<-be.slots
 		return
 	}
 	s.wg.Add(1)
 	go func() {
-		defer s.b.wg.Done()
+		defer s.l.wg.Done()
 		defer s.wg.Done()
 		defer func() { <-be.slots }()
 		s.poll(be, batch)
@@ -294,11 +297,11 @@ func (s *sweepRun) send(be *sweepBackend) {
 
 // poll observes one batch of a backend's jobs and records each answer.
 func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
-	b := s.b
+	l := s.l
 	if be.paused.Load() {
 		return
 	}
-	if ok, _, _ := be.gate.allow(); !ok {
+	if ok, _, _ := be.gate.Allow(); !ok {
 		be.paused.Store(true)
 		return
 	}
@@ -306,28 +309,28 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 	for i, it := range batch {
 		refs[i] = it.ref
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CallTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.CallTimeout)
 	obs, err := be.adapter.Poll(ctx, refs)
 	cancel()
 	if err == nil && len(obs) != len(refs) {
 		err = fmt.Errorf("adapter returned %d observations for %d jobs", len(obs), len(refs))
 	}
-	if b.ctx.Err() != nil {
-		be.gate.done(errNotBackendFault)
+	if l.ctx.Err() != nil {
+		be.gate.Done(ErrNotBackendFault)
 		return
 	}
-	be.gate.done(err)
+	be.gate.Done(err)
 	if err != nil {
-		if _, _, paused := be.gate.paused(); paused {
+		if _, _, paused := be.gate.Paused(); paused {
 			be.paused.Store(true)
 		}
 		for _, it := range batch {
-			b.unobserved(it.task, it.tool, err)
+			l.unobserved(it.task, it.tool, err)
 			// The problem is each task's, told to its caller until it
 			// clears (and ending a job never observed after its grace).
-			b.lc.Unobserved(it.task, it.tool.Tool, err, nil)
+			l.Unobserved(it.task, it.tool.Tool, err, nil)
 		}
-		b.log.Debug("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
+		l.log.Debug("observing jobs", "backend", be.name, "jobs", len(batch), "error", err)
 		return
 	}
 	var wg sync.WaitGroup
@@ -336,7 +339,7 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 		wg.Go(func() {
 			for i := range work {
 				it := batch[i]
-				u := b.record(it.task, it.tool, it.ref, obs[i])
+				u := l.record(it.task, it.tool, it.ref, obs[i])
 				if u != nil {
 					s.observed.Add(1)
 				}
@@ -353,4 +356,47 @@ func (s *sweepRun) poll(be *sweepBackend, batch []sweepItem) {
 	}
 	close(work)
 	wg.Wait()
+}
+
+// liveClaimer is implemented by stores that several replicas share. The
+// sweep claims a lease on the tasks it works on, so that replicas split the
+// live tasks between them, and a dead replica's share is taken over once its
+// leases run out.
+type liveClaimer interface {
+	ClaimLive(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*mapping.Task, error)
+}
+
+// ownerReleaser is implemented by shared stores that can free every sweep
+// lease an owner holds: a replica that restarts under the same ReplicaID
+// takes back, at once, the tasks its previous process had claimed.
+type ownerReleaser interface {
+	ReleaseOwner(ctx context.Context, owner string) error
+}
+
+// StartSweeping runs the background sweep, every SweepInterval, until
+// Close.
+func (l *Lifecycle) StartSweeping() {
+	l.goBackground(l.sweepLoop)
+}
+
+// sweepLoop runs the background sweep until the lifecycle closes.
+func (l *Lifecycle) sweepLoop() {
+	if r, ok := l.store.(ownerReleaser); ok {
+		ctx, cancel := context.WithTimeout(l.ctx, l.opts.CallTimeout)
+		if err := r.ReleaseOwner(ctx, l.opts.ReplicaID); err != nil {
+			l.log.Warn("releasing the leases of this replica's previous process", "replica", l.opts.ReplicaID, "error", err)
+		}
+		cancel()
+	}
+	tick := time.NewTicker(l.opts.SweepInterval)
+	defer tick.Stop()
+	l.Sweep()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-tick.C:
+			l.Sweep()
+		}
+	}
 }

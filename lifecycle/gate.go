@@ -1,16 +1,15 @@
-package bridge
+package lifecycle
 
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jobbridge/jobbridge/adapters"
 )
 
-// A gate paces the calls the bridge makes to one backend; every task on the
+// A Gate paces the calls jobbridge makes to one backend; every task on the
 // backend shares it, so that a sick or throttling backend is asked less,
 // never more, than in calm weather:
 //
@@ -25,7 +24,7 @@ import (
 //
 // While a gate is closed, tasks/get answers from the last observation and
 // says why in the status message.
-type gate struct {
+type Gate struct {
 	backend string
 	now     func() time.Time
 
@@ -46,14 +45,15 @@ const (
 	throttleBasePause = 5 * time.Second
 )
 
-func newGate(backend string, now func() time.Time) *gate {
-	return &gate{backend: backend, now: now}
+// NewGate returns the gate of the backend called backend.
+func NewGate(backend string, now func() time.Time) *Gate {
+	return &Gate{backend: backend, now: now}
 }
 
-// allow reports whether a call may be made now. When it may not, it says
+// Allow reports whether a call may be made now. When it may not, it says
 // until when calls are paused and why. A call allowed while the breaker is
-// half open is the probe: its outcome must be reported with done.
-func (g *gate) allow() (ok bool, until time.Time, reason string) {
+// half open is the probe: its outcome must be reported with Done.
+func (g *Gate) Allow() (ok bool, until time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -69,8 +69,8 @@ func (g *gate) allow() (ok bool, until time.Time, reason string) {
 	return true, time.Time{}, ""
 }
 
-// paused reports whether calls are paused now, until when and why.
-func (g *gate) paused() (until time.Time, reason string, ok bool) {
+// Paused reports whether calls are paused now, until when and why.
+func (g *Gate) Paused() (until time.Time, reason string, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.now().Before(g.until) {
@@ -79,9 +79,9 @@ func (g *gate) paused() (until time.Time, reason string, ok bool) {
 	return time.Time{}, "", false
 }
 
-// done records the outcome of an allowed call: nil when the backend
+// Done records the outcome of an allowed call: nil when the backend
 // answered (whatever it said about the job), else the call's error.
-func (g *gate) done(err error) {
+func (g *Gate) Done(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.probing = false
@@ -89,56 +89,38 @@ func (g *gate) done(err error) {
 	if d, ok := adapters.RetryAfter(err); ok {
 		g.throttles++
 		if d <= 0 {
-			d = jitter(backoff(throttleBasePause, g.throttles, breakerMaxPause))
+			d = Jitter(Backoff(throttleBasePause, g.throttles, breakerMaxPause))
 		}
 		g.pause(now, d, fmt.Sprintf("the backend %q is throttling requests", g.backend))
 		return
 	}
-	if err == nil || errors.Is(err, errNotBackendFault) {
+	if err == nil || errors.Is(err, ErrNotBackendFault) {
 		g.failures, g.throttles = 0, 0
 		return
 	}
 	g.throttles = 0
 	g.failures++
 	if g.failures >= breakerThreshold {
-		d := jitter(backoff(breakerBasePause, g.failures-breakerThreshold+1, breakerMaxPause))
+		d := Jitter(Backoff(breakerBasePause, g.failures-breakerThreshold+1, breakerMaxPause))
 		g.pause(now, d, fmt.Sprintf("the backend %q is failing (%d calls in a row)", g.backend, g.failures))
 	}
 }
 
-func (g *gate) pause(now time.Time, d time.Duration, reason string) {
+func (g *Gate) pause(now time.Time, d time.Duration, reason string) {
 	if until := now.Add(d); until.After(g.until) {
 		g.until = until
 	}
 	g.reason = reason
 }
 
-// errNotBackendFault marks errors that say nothing about the backend's
-// health (the bridge's own shutdown).
-var errNotBackendFault = errors.New("not a backend fault")
+// ErrNotBackendFault marks errors that say nothing about the backend's
+// health (this process's own shutdown).
+var ErrNotBackendFault = errors.New("not a backend fault")
 
-// backoff is base doubled n-1 times, capped at max.
-func backoff(base time.Duration, n int, max time.Duration) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
-// jitter spreads d over [d/2, d), so that tasks paused together do not
-// return together.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
-}
-
-// pauseNote is the status-message suffix that tells a caller why the task's
+// PauseNote is the status-message suffix that tells a caller why the task's
 // state was not refreshed, or "" when calls are not paused.
-func (g *gate) pauseNote(now time.Time) string {
-	until, reason, ok := g.paused()
+func (g *Gate) PauseNote(now time.Time) string {
+	until, reason, ok := g.Paused()
 	if !ok {
 		return ""
 	}
