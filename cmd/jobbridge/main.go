@@ -173,12 +173,6 @@ func (c *command) parse(args []string) ([]string, error) {
 	return positional, nil
 }
 
-// usageError is usageErrorf for a command whose arguments are wrong in no
-// more particular way.
-func (c *command) usageError() error {
-	return c.usageErrorf("wrong arguments")
-}
-
 // usageErrorf prints on stderr, as the go command does, one line that says
 // what is wrong, the command's synopsis and where the help is, and returns
 // exit status 2.

@@ -23,7 +23,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(files) == 0 {
-		return cmd.usageError()
+		return cmd.usageErrorf("missing the catalog FILE to check (the built-in demo catalog: jobbridge demo --check)")
 	}
 	return validate(files, catalogTypes(), stdout, stderr)
 }
