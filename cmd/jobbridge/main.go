@@ -3,7 +3,7 @@
 // client.
 //
 //	jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]
-//	jobbridge demo [--config FILE] [--listen HOST:PORT]
+//	jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth] [--check]
 //	jobbridge validate FILE...
 //	jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
 //	jobbridge task get|watch|answer|cancel [--url URL] ID
@@ -30,7 +30,7 @@ const usage = `jobbridge: MCP tasks for existing job systems
 
 Usage:
   jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]
-  jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth]
+  jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth] [--check]
   jobbridge validate FILE...
   jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
   jobbridge task get|watch|answer|cancel [--url URL] ID
