@@ -8,10 +8,12 @@
 # /etc/passwd, /etc/group and the store directory (owned by 65532); the
 # binary is static (CGO_ENABLED=0, no ELF interpreter); the image's config
 # runs as 65532:65532 with the store on the /var/lib/jobbridge volume, port
-# 8080 and the OCI labels; the image's binary prints its version and
-# validates the demo catalog. Prints the image size and the time taken.
+# 8080 and the OCI labels; the image's binary, run from an empty directory,
+# prints its version and validates the demo catalog built into it
+# (`jobbridge demo --check`). Prints the image size and the time taken.
 #
-# Needs podman (Debian's package podman: apt-get install podman) and Go.
+# Needs podman (Debian's package podman: apt-get install podman), readelf
+# (Debian's package binutils) and Go.
 # As root it mounts the image directly; otherwise inside `podman unshare`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,10 @@ start=$(date +%s)
 
 if ! command -v podman >/dev/null 2>&1; then
   echo "image-test: podman is not installed (Debian: apt-get install podman)" >&2
+  exit 1
+fi
+if ! command -v readelf >/dev/null 2>&1; then
+  echo "image-test: readelf is not installed (Debian: apt-get install binutils)" >&2
   exit 1
 fi
 
@@ -75,10 +81,20 @@ check_root() {
   local headers
   headers=$(readelf -l "$bin") || fail "readelf -l of the binary failed (readelf is in Debian's binutils)"
   if grep -q 'program interpreter' <<<"$headers"; then fail "binary is dynamically linked"; fi
-  echo "image-test: $("$bin" version | head -1)"
-  # The demo catalog of the checkout. Once the binary embeds it (issue 23),
-  # `demo --stdio </dev/null` from an empty directory checks the embedded one.
-  "$bin" validate configs/demo.yaml
+  # The binary's own files only: run it from an empty directory, so that
+  # nothing of the checkout (configs/demo.yaml) can stand in for them.
+  local empty
+  empty=$(mktemp -d)
+  local out
+  out=$(cd "$empty" && "$bin" version) || fail "the image's binary: version failed"
+  echo "image-test: $(head -1 <<<"$out")"
+  # The demo catalog built into the binary, loaded and validated as
+  # `jobbridge demo` would serve it (exit 1 and the problems when invalid).
+  out=$(cd "$empty" && "$bin" demo --check) || fail "the image's binary: demo --check failed: $out"
+  grep -q '^configs/demo.yaml (embedded): ok (' <<<"$out" || fail "demo --check printed: $out"
+  echo "image-test: $out"
+  [ -z "$(ls -A "$empty")" ] || fail "the image's binary wrote into the directory it ran in"
+  rmdir "$empty"
 }
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -43,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	logFormat := fs.String("log-format", "text", "log `format`: text (key=value) or json (one object per line)")
 	withAuth := fs.Bool("auth", false, "require OAuth bearer tokens from a built-in test issuer")
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP (logs and the fakes' addresses go to stderr)")
+	check := fs.Bool("check", false, "only load and validate the catalog demo would serve, print its summary as validate does and exit: 0 valid, 1 not")
 	positional, err := cmd.parse(args)
 	if err != nil {
 		return err
@@ -52,6 +53,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *stdio && *withAuth {
 		return cmd.usageErrorf("--auth applies to HTTP only; stdio has no bearer tokens")
+	}
+	if *check {
+		// Unset environment references are no warning: demo expands them
+		// to placeholders (demoGetenv).
+		name, cat, err := parseDemoCatalog(*configPath)
+		if !reportValidation(name, cat, err, demoGetenv, stdout, stderr) {
+			return exitError(1)
+		}
+		return nil
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -110,6 +120,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// The Batch fake accepts any signature; no AWS account is involved.
 		awsCredentials:       credentials.NewStaticCredentialsProvider("demo", "demo", ""),
 		resourceFromListener: *withAuth,
+		// SIGHUP reloads a --config file as serve does, each new catalog
+		// pointed at the fakes and given the test issuer like the first;
+		// the built-in catalog has nothing to reload, which is logged.
+		configPath: *configPath,
+		builtIn:    *configPath == "",
+		prepareReload: func(next *catalog.Catalog) {
+			pointAtFakes(next, fakes)
+			if cat.Auth != nil {
+				next.Auth = cat.Auth
+			}
+		},
 		ready: func(url string) {
 			wireDemoEvents(ctx, cat, fakes, strings.TrimSuffix(url, "/mcp"), stderr)
 			fmt.Fprintf(stdout, `
@@ -155,6 +176,7 @@ is removed then.
 }
 
 const demoUsage = `usage: jobbridge demo [--config FILE] [--listen HOST:PORT | --stdio] [--auth] [--log-level L] [--log-format text|json]
+       jobbridge demo --check [--config FILE]
 
 Serves a catalog (without --config, the demo catalog built into the binary,
 so that it works from any directory) as "jobbridge serve" does, offline:
@@ -167,21 +189,42 @@ catalog's tools, with the URL in $JOBBRIDGE_URL; with --auth every request
 needs an OAuth bearer token from a built-in test issuer, and the printed
 commands carry one in $JOBBRIDGE_TOKEN.
 
+SIGHUP reloads a --config file as it does for "jobbridge serve" (a catalog
+with errors is refused and the old one stays; the new one's backends point
+at the fakes too); the built-in catalog cannot change, so SIGHUP only logs
+that there is nothing to reload.
+
+--check serves nothing: it loads and validates the catalog demo would serve
+(the built-in one without --config, which checks the binary itself from any
+directory), prints the summary "jobbridge validate" prints, and exits 0
+when it is valid, 1 when not. Environment references are not reported:
+demo expands unset ones to placeholders.
+
 Example:
 
   jobbridge demo --config configs/aws-batch.yaml --auth
+  jobbridge demo --check
 
 Flags:
 `
 
 // loadDemoCatalog loads the catalog file at path, or the demo catalog built
-// into the binary when path is empty, so that demo works from any directory.
+// into the binary when path is empty, so that demo works from any
+// directory, and prints every problem in it.
 func loadDemoCatalog(path string, stderr io.Writer) (*catalog.Catalog, error) {
-	if path != "" {
-		return loadCatalog(path, stderr)
-	}
-	cat, err := catalog.Parse(configs.DemoName, configs.Demo, catalogTypes()...)
+	_, cat, err := parseDemoCatalog(path)
 	return cat, reportCatalogErrors(err, stderr)
+}
+
+// parseDemoCatalog loads the catalog demo serves: the file at path, or the
+// built-in demo catalog when path is empty. name is what messages call it.
+func parseDemoCatalog(path string) (name string, cat *catalog.Catalog, err error) {
+	if path != "" {
+		cat, err = catalog.Load(path, catalogTypes()...)
+		return path, cat, err
+	}
+	cat, err = catalog.Parse(configs.DemoName, configs.Demo, catalogTypes()...)
+	return configs.DemoName, cat, err
 }
 
 // demoTokenTTL is how long the token printed by demo --auth is valid.

@@ -3,7 +3,7 @@
 // client.
 //
 //	jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]
-//	jobbridge demo [--config FILE] [--listen HOST:PORT]
+//	jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth] [--check]
 //	jobbridge validate FILE...
 //	jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
 //	jobbridge task get|watch|answer|cancel [--url URL] ID
@@ -30,7 +30,7 @@ const usage = `jobbridge: MCP tasks for existing job systems
 
 Usage:
   jobbridge serve --config FILE [--listen HOST:PORT] [--store sqlite:PATH] [--stdio]
-  jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth]
+  jobbridge demo [--config FILE] [--listen HOST:PORT] [--auth] [--check]
   jobbridge validate FILE...
   jobbridge call [--url URL] [--no-wait] TOOL [JSON_ARGS]
   jobbridge task get|watch|answer|cancel [--url URL] ID
@@ -171,12 +171,6 @@ func (c *command) parse(args []string) ([]string, error) {
 		return nil, c.usageErrorf("%v", err)
 	}
 	return positional, nil
-}
-
-// usageError is usageErrorf for a command whose arguments are wrong in no
-// more particular way.
-func (c *command) usageError() error {
-	return c.usageErrorf("wrong arguments")
 }
 
 // usageErrorf prints on stderr, as the go command does, one line that says

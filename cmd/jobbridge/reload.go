@@ -23,12 +23,17 @@ import (
 // directory) is seen like any rewrite. A catalog that does not load, or
 // whose backends cannot be built, is refused: its problems are logged with
 // their file:line:col, jobbridge_catalog_reloads_total{outcome="failed"}
-// counts it, and the catalog in effect stays.
+// counts it, and the catalog in effect stays. A reloader without a path
+// serves a catalog built into the binary (demo): it has nothing to reload,
+// and says so.
 type reloader struct {
 	path    string
 	bridge  *bridge.Bridge
 	adapter adapterOptions
 	logger  *slog.Logger
+	// prepare, when set, is applied to each new catalog before its
+	// adapters are built (demo: point the backends at the fakes).
+	prepare func(*catalog.Catalog)
 
 	mu   sync.Mutex // one reload at a time
 	sum  [sha256.Size]byte
@@ -38,6 +43,9 @@ type reloader struct {
 func newReloader(path string, cat *catalog.Catalog, b *bridge.Bridge, o adapterOptions, logger *slog.Logger) *reloader {
 	r := &reloader{path: path, bridge: b, adapter: o, logger: logger}
 	r.live.Store(cat)
+	if path == "" {
+		return r
+	}
 	if data, err := os.ReadFile(path); err == nil {
 		r.sum = sha256.Sum256(data)
 	}
@@ -52,6 +60,10 @@ func (r *reloader) catalog() *catalog.Catalog { return r.live.Load() }
 func (r *reloader) reload(why string, onlyIfChanged bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.path == "" {
+		r.logger.Info("nothing to reload: the catalog is built into the binary (serve a file with --config to reload it)", "trigger", why, "catalog", r.catalog().File)
+		return nil
+	}
 	data, err := os.ReadFile(r.path)
 	if err != nil {
 		if onlyIfChanged {
@@ -82,6 +94,9 @@ func (r *reloader) reload(why string, onlyIfChanged bool) error {
 	}
 	for _, w := range cat.Warnings {
 		r.logger.Warn("catalog warning", "at", w.Pos.String(), "path", w.Path, "warning", w.Err.Error())
+	}
+	if r.prepare != nil {
+		r.prepare(cat)
 	}
 	adapterSet, err := buildAdapters(cat, r.adapter)
 	if err == nil {

@@ -62,6 +62,12 @@ type serveConfig struct {
 	configPath string
 	watch      time.Duration
 	reloadNow  <-chan struct{}
+	// builtIn says the catalog is built into the binary (demo without
+	// --config): SIGHUP is caught and logged as having nothing to reload.
+	builtIn bool
+	// prepareReload, when set, is applied to each reloaded catalog before
+	// it is served (demo: point its backends at the fakes).
+	prepareReload func(*catalog.Catalog)
 }
 
 const serveUsage = `usage: jobbridge serve --config FILE [--listen HOST:PORT] [--store URL] [--stdio] [flags]
@@ -275,8 +281,9 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) (string, bo
 	}
 	defer b.Close()
 	current := func() *catalog.Catalog { return cfg.catalog }
-	if cfg.configPath != "" {
+	if cfg.configPath != "" || cfg.builtIn {
 		r := newReloader(cfg.configPath, cfg.catalog, b, adapterOpts, logger)
+		r.prepare = cfg.prepareReload
 		current = r.catalog
 		rctx, stopReloads := context.WithCancel(ctx)
 		defer stopReloads()

@@ -61,14 +61,20 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if len(positional) != 1 || *storeURL == "" {
-		return cmd.usageError()
+	switch {
+	case len(positional) == 0:
+		return cmd.usageErrorf("missing the action: list or cancel")
+	case positional[0] != "list" && positional[0] != "cancel":
+		return cmd.usageErrorf("unknown action %q (want list or cancel)", positional[0])
+	case len(positional) > 1:
+		return cmd.usageErrorf("unexpected argument %q after the action", positional[1])
+	case *storeURL == "":
+		return cmd.usageErrorf("missing --store URL (or $JOBBRIDGE_STORE), the task store to read")
 	}
-	switch positional[0] {
-	case "list":
+	if positional[0] == "list" {
 		f, err := listFilter(*state, *tool, *principal, *correlation)
 		if err != nil {
-			return err
+			return cmd.usageErrorf("%v", err)
 		}
 		store, err := openToolStore(ctx, *storeURL)
 		if err != nil {
@@ -76,19 +82,19 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer store.Close()
 		return listTasks(ctx, store, f, *limit, time.Now(), stdout)
-	case "cancel":
-		if *correlation == "" || *state != "" || *tool != "" {
-			return cmd.usageError()
-		}
-		store, err := openToolStore(ctx, *storeURL)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		return operatorCancel(ctx, store, *correlation, *principal, time.Now, stdout)
 	}
-	fmt.Fprintf(stderr, "jobbridge tasks: unknown action %q\n\n", positional[0])
-	return cmd.usageError()
+	switch { // cancel
+	case *correlation == "":
+		return cmd.usageErrorf("missing --correlation ID, the task to cancel")
+	case *state != "" || *tool != "":
+		return cmd.usageErrorf("--state and --tool select tasks to list; cancel takes --correlation ID")
+	}
+	store, err := openToolStore(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return operatorCancel(ctx, store, *correlation, *principal, time.Now, stdout)
 }
 
 // openToolStore opens the store at url for a command that runs beside the

@@ -64,8 +64,9 @@ func TestTasksList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			stdout, stderr, err := runCommand(t, t.Context(), "", append([]string{"tasks", "list", "--store", s.store}, tt.args...)...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				// A usage error: exit status 2, the problem on stderr.
+				if !errors.Is(err, exitError(2)) || !strings.Contains(stderr, tt.wantErr) {
+					t.Fatalf("error %v, stderr %q; want exit status 2 and %q", err, stderr, tt.wantErr)
 				}
 				return
 			}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,38 +56,30 @@ Flags:
 
 // runTry implements `jobbridge try`.
 func runTry(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("try", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, tryUsage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	// The usage is printed below: to stdout when asked for, else to stderr.
-	fs.Usage = func() {}
+	cmd := newCommand("try", tryUsage, stdout, stderr)
+	fs := cmd.fs
 	configPath := fs.String("config", "", "catalog `file` (required)")
 	fake := fs.Bool("fake", false, "point every backend at the demo's in-process fakes instead of the real ones")
 	timeout := fs.Duration("timeout", 30*time.Second, "after a cancel request (Ctrl-C), how long to keep polling for the final state")
 	yes := fs.Bool("yes", false, "confirm a tool that asks for confirmation without asking")
-
-	positional, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage(stdout)
-		return nil
+	positional, err := cmd.parse(args)
+	if err != nil {
+		return err
 	}
-	if err != nil || *configPath == "" || len(positional) < 1 || len(positional) > 2 {
-		usage(stderr)
-		return exitError(2)
+	switch {
+	case *configPath == "":
+		return cmd.usageErrorf("missing --config FILE, the catalog of the tool")
+	case len(positional) < 1:
+		return cmd.usageErrorf("missing the TOOL to call")
+	case len(positional) > 2:
+		return cmd.usageErrorf("unexpected argument %q after TOOL and JSON_ARGS", positional[2])
 	}
 	toolName := positional[0]
 	arguments := json.RawMessage(`{}`)
 	if len(positional) == 2 {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(positional[1]), &obj); err != nil || obj == nil {
-			return fmt.Errorf("JSON_ARGS must be a JSON object: %s", positional[1])
+		if arguments, err = parseArguments(positional[1]); err != nil {
+			return cmd.usageErrorf("%v", err)
 		}
-		arguments = json.RawMessage(positional[1])
 	}
 
 	// The trace and the log are written from the server's goroutines while

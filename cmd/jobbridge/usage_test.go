@@ -34,6 +34,19 @@ func TestUsageErrorsSayWhatIsMissing(t *testing.T) {
 		{[]string{"version", "extra"}, `jobbridge version: unexpected argument "extra"`},
 		{[]string{"completion"}, "jobbridge completion: missing the shell: bash, zsh or fish"},
 		{[]string{"completion", "tcsh"}, `jobbridge completion: unknown shell "tcsh" (want bash, zsh or fish)`},
+		{[]string{"validate"}, "jobbridge validate: missing the catalog FILE to check (the built-in demo catalog: jobbridge demo --check)"},
+		{[]string{"tasks", "--store", "sqlite:t.db"}, "jobbridge tasks: missing the action: list or cancel"},
+		{[]string{"tasks", "show", "--store", "sqlite:t.db"}, `jobbridge tasks: unknown action "show" (want list or cancel)`},
+		{[]string{"tasks", "list", "extra", "--store", "sqlite:t.db"}, `jobbridge tasks: unexpected argument "extra" after the action`},
+		{[]string{"tasks", "list", "--store", ""}, "jobbridge tasks: missing --store URL (or $JOBBRIDGE_STORE), the task store to read"},
+		{[]string{"tasks", "list", "--store", "sqlite:t.db", "--state", "done"}, `jobbridge tasks: --state "done": want working, input_required, completed, failed or cancelled (comma-separated), live or all`},
+		{[]string{"tasks", "cancel", "--store", "sqlite:t.db"}, "jobbridge tasks: missing --correlation ID, the task to cancel"},
+		{[]string{"tasks", "cancel", "--store", "sqlite:t.db", "--correlation", "jb-1", "--tool", "deploy"}, "jobbridge tasks: --state and --tool select tasks to list; cancel takes --correlation ID"},
+		{[]string{"try", "build_report"}, "jobbridge try: missing --config FILE, the catalog of the tool"},
+		{[]string{"try", "--config", "c.yaml"}, "jobbridge try: missing the TOOL to call"},
+		{[]string{"try", "--config", "c.yaml", "t", "{}", "extra"}, `jobbridge try: unexpected argument "extra" after TOOL and JSON_ARGS`},
+		{[]string{"try", "--config", "c.yaml", "t", "[1]"}, "jobbridge try: JSON_ARGS must be a JSON object, not a JSON array: [1]"},
+		{[]string{"try", "--colour"}, "jobbridge try: flag provided but not defined: -colour"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -23,7 +23,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(files) == 0 {
-		return cmd.usageError()
+		return cmd.usageErrorf("missing the catalog FILE to check (the built-in demo catalog: jobbridge demo --check)")
 	}
 	return validate(files, catalogTypes(), stdout, stderr)
 }
@@ -48,37 +48,47 @@ func validate(paths []string, types []catalog.BackendType, stdout, stderr io.Wri
 	failed := false
 	for _, path := range paths {
 		cat, err := catalog.Load(path, types...)
-		if err != nil {
+		if !reportValidation(path, cat, err, os.LookupEnv, stdout, stderr) {
 			failed = true
-			var errs catalog.Errors
-			if errors.As(err, &errs) {
-				for _, e := range errs {
-					fmt.Fprintln(stderr, e)
-				}
-				continue
-			}
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			continue
 		}
-		for _, w := range cat.Warnings {
-			fmt.Fprintln(stderr, "warning: "+w.Error())
-		}
-		for _, name := range cat.EnvRefs() {
-			if _, ok := os.LookupEnv(name); !ok {
-				fmt.Fprintf(stderr, "%s: warning: environment variable %s is not set here; serve will need it\n", path, name)
-			}
-		}
-		for _, file := range cat.FileRefs() {
-			if _, err := os.Stat(file); err != nil {
-				fmt.Fprintf(stderr, "%s: warning: secret file %s cannot be read here (%v); serve will need it\n", path, file, statReason(err))
-			}
-		}
-		fmt.Fprintf(stdout, "%s: ok (%d backends, %d tools, revision %s)\n", path, len(cat.Backends), len(cat.Tools), cat.Revision)
 	}
 	if failed {
 		return exitError(1)
 	}
 	return nil
+}
+
+// reportValidation reports the outcome of loading the catalog named name:
+// every problem on stderr, or its warnings (and the environment variables
+// getenv lacks, the secret files missing here) on stderr and the summary
+// line on stdout. It returns whether the catalog is valid.
+func reportValidation(name string, cat *catalog.Catalog, err error, getenv func(string) (string, bool), stdout, stderr io.Writer) bool {
+	if err != nil {
+		var errs catalog.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				fmt.Fprintln(stderr, e)
+			}
+			return false
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return false
+	}
+	for _, w := range cat.Warnings {
+		fmt.Fprintln(stderr, "warning: "+w.Error())
+	}
+	for _, env := range cat.EnvRefs() {
+		if _, ok := getenv(env); !ok {
+			fmt.Fprintf(stderr, "%s: warning: environment variable %s is not set here; serve will need it\n", name, env)
+		}
+	}
+	for _, file := range cat.FileRefs() {
+		if _, err := os.Stat(file); err != nil {
+			fmt.Fprintf(stderr, "%s: warning: secret file %s cannot be read here (%v); serve will need it\n", name, file, statReason(err))
+		}
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d backends, %d tools, revision %s)\n", name, len(cat.Backends), len(cat.Tools), cat.Revision)
+	return true
 }
 
 // statReason is the system's reason in a Stat error ("no such file or
