@@ -65,7 +65,10 @@ func problemNote(t *mapping.Task, tl *catalog.Tool, now time.Time) string {
 	}
 	switch {
 	case endsAfterGrace(t, p) && adapters.ProblemClass(p.Class) == adapters.ProblemNotFound && t.FirstObservedAt != nil:
-		fmt.Fprintf(&sb, "; the task ends with the job's outcome unknown in %s unless it reappears", CeilSeconds(tl.MissingGrace-lasted))
+		// What the end will say depends on the adapter's words (a job
+		// whose outcome is unknown, a queued request never started); the
+		// note promises only when.
+		fmt.Fprintf(&sb, "; the task ends in %s unless the job reappears", CeilSeconds(tl.MissingGrace-lasted))
 	case endsAfterGrace(t, p):
 		fmt.Fprintf(&sb, "; the task fails in %s unless this clears (missing_grace %s)", CeilSeconds(tl.MissingGrace-lasted), tl.MissingGrace)
 	case adapters.ProblemClass(p.Class) == adapters.ProblemThrottled:
