@@ -424,7 +424,7 @@ func (b *Bridge) newServer() *mcp.Server {
 		s.AddTool(t.mcpTool(), b.syncHandler(t))
 	}
 	b.addCompanions(s) // handle.go: task_status, task_cancel, task_answer
-	s.AddReceivingMiddleware(b.traceRequests, b.middleware)
+	s.AddReceivingMiddleware(b.traceRequests, b.countCalls, b.middleware)
 	// Registration only fails for names that shadow standard methods.
 	must(mcp.AddReceivingCustomMethod(s, "tasks/get", b.tasksGet))
 	must(mcp.AddReceivingCustomMethod(s, "tasks/update", b.tasksUpdate))

@@ -227,6 +227,7 @@ func (b *Bridge) createRow(ctx context.Context, task *mapping.Task, limits mappi
 			return &idempotentReuse{err: internalError("idempotency key %q names a task this server cannot open (it was created under another JOBBRIDGE_STATE_KEY); no job was started", sanitize(key, 80))}
 		}
 		b.log.Info("call answered with the task of its idempotency key", "task", shortKey(existing.Key), "tool", task.Tool)
+		b.metrics.reuses.WithLabelValues(task.Tool).Inc()
 		return &idempotentReuse{id: id, task: existing}
 	}
 }

@@ -30,6 +30,8 @@ type metrics struct {
 	throttled       *prometheus.CounterVec // backend
 	syncCancelled   *prometheus.CounterVec // tool
 	tasksCreated    *prometheus.CounterVec // tool
+	calls           *prometheus.CounterVec // tool, answer (callmetrics.go)
+	reuses          *prometheus.CounterVec // tool
 
 	transitions  *prometheus.CounterVec   // tool, from, to
 	finished     *prometheus.CounterVec   // tool, outcome
@@ -91,6 +93,8 @@ func newMetrics() *metrics {
 		throttled:       counter("jobbridge_backend_throttled_total", "Throttling answers from a backend (submissions retried later, polls paused).", "backend"),
 		syncCancelled:   counter("jobbridge_sync_jobs_cancelled_total", "Jobs of synchronous calls cancelled because nobody could follow them any more.", "tool"),
 		tasksCreated:    counter("jobbridge_tasks_created_total", "Tasks created by this process.", "tool"),
+		calls:           counter("jobbridge_calls_total", "tools/call requests of catalog tools, by how they were answered: task, inline (a task-capable call answered with its result), handle, sync (a call without tasks answered with its result), question (an interim request for input), error (a JSON-RPC error).", "tool", "answer"),
+		reuses:          counter("jobbridge_idempotent_reuses_total", "Calls answered with the task of their idempotency key instead of a new job.", "tool"),
 
 		transitions:  counter("jobbridge_task_transitions_total", "Task state changes written by this process.", "tool", "from", "to"),
 		finished:     counter("jobbridge_tasks_finished_total", "Tasks that reached a terminal state, written by this process, by outcome (succeeded, tool_error, failed, cancelled).", "tool", "outcome"),
@@ -120,7 +124,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.limitRejections, m.observeBudget, m.throttled, m.syncCancelled, m.tasksCreated,
+		m.limitRejections, m.observeBudget, m.throttled, m.syncCancelled, m.tasksCreated, m.calls, m.reuses,
 		m.transitions, m.finished, m.taskDuration, m.served,
 		m.backendRequests, m.backendLatency, m.cancelForwards, m.cancelResends,
 		m.storeOps, m.storeLatency,
@@ -144,6 +148,7 @@ func (m *metrics) handler() http.Handler {
 // event; the live-task series only for a tool that makes tasks.
 func (m *metrics) knowTool(tool, backend string, tasks bool) {
 	m.tasksCreated.WithLabelValues(tool)
+	m.reuses.WithLabelValues(tool)
 	m.observeBudget.WithLabelValues(tool)
 	m.syncCancelled.WithLabelValues(tool)
 	if tasks {
