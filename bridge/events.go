@@ -72,17 +72,17 @@ func (b *Bridge) EventsHandler(prefix string) http.Handler {
 		events, err := b.lc.ReadEvents(ctx, name, adapters.Delivery{Header: r.Header, Body: body, ReceivedAt: now})
 		switch {
 		case errors.Is(err, adapters.ErrForgedEvent):
-			b.countEvent(name, "forged")
+			b.countEvent(name, eventForged)
 			b.log.Warn("refused a forged event", "backend", name, "error", err, "remote", r.RemoteAddr)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		case errors.Is(err, adapters.ErrReplayedEvent):
-			b.countEvent(name, "replayed")
+			b.countEvent(name, eventReplayed)
 			b.log.Warn("refused a replayed event", "backend", name, "error", err, "remote", r.RemoteAddr)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		case err != nil:
-			b.countEvent(name, "unreadable")
+			b.countEvent(name, eventUnreadable)
 			b.log.Warn("could not read an event", "backend", name, "error", err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -95,7 +95,7 @@ func (b *Bridge) EventsHandler(prefix string) http.Handler {
 			Events []result `json:"events"`
 		}{Events: []result{}}
 		if len(events) == 0 {
-			b.countEvent(name, "ignored")
+			b.countEvent(name, eventIgnored)
 		}
 		status := http.StatusAccepted
 		for _, ev := range events {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jobbridge/jobbridge/adapters"
+	"github.com/jobbridge/jobbridge/lifecycle"
 	"github.com/jobbridge/jobbridge/mapping"
 )
 
@@ -65,8 +66,20 @@ type metrics struct {
 // jobbridge_limit_rejections_total, present from the start.
 var limitNames = []string{"argument_size", "live_tasks", "create_rate", "poll_rate", "request_size", "result_size", "input_wait", "scope", "tool_denied", "streams", "stream_tasks"}
 
+// The outcomes of jobbridge_backend_events_total that the events endpoint
+// decides before an event reaches the lifecycle (which decides the others).
+const (
+	eventForged     = "forged"
+	eventReplayed   = "replayed"
+	eventUnreadable = "unreadable"
+	eventIgnored    = "ignored"
+)
+
 // eventOutcomes are the outcomes of jobbridge_backend_events_total.
-var eventOutcomes = []string{"applied", "duplicate", "stale", "unknown_job", "ignored", "forged", "replayed", "unreadable", "failed"}
+var eventOutcomes = []string{
+	lifecycle.EventApplied, lifecycle.EventDuplicate, lifecycle.EventStale, lifecycle.EventUnknownJob,
+	eventIgnored, eventForged, eventReplayed, eventUnreadable, lifecycle.EventFailed,
+}
 
 // Latency buckets, in seconds. Backend calls are bounded by CallTimeout
 // (15s) and SubmitTimeout (30s) by default; store calls are usually
