@@ -225,22 +225,14 @@ func New(opts Options) (*Bridge, error) {
 		if a == nil {
 			return nil, fmt.Errorf("bridge: tool %q: no adapter for backend %q", ct.Name, ct.Backend)
 		}
-		var s jsonschema.Schema
-		if err := json.Unmarshal(ct.InputSchema, &s); err != nil {
-			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
-		}
-		resolved, err := s.Resolve(nil)
-		if err != nil {
-			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
-		}
-		var raw map[string]any
-		if err := json.Unmarshal(ct.InputSchema, &raw); err != nil {
-			return nil, fmt.Errorf("bridge: tool %q: input schema: %w", ct.Name, err)
-		}
 		if metered[ct.Backend] == nil {
 			metered[ct.Backend] = meterAdapter(ct.Backend, a, b.metrics, b.tracer, b.log)
 		}
-		b.tools[ct.Name] = &tool{Tool: ct, schema: resolved, raw: raw, adapter: metered[ct.Backend]}
+		t, err := newTool(ct, metered[ct.Backend]) // reload.go
+		if err != nil {
+			return nil, fmt.Errorf("bridge: %w", err)
+		}
+		b.tools[ct.Name] = t
 		b.metrics.knowTool(ct.Name, ct.Backend, ct.Task != catalog.TaskNever)
 	}
 	b.streamLimits()
